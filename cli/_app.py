@@ -1,0 +1,60 @@
+"""The root ``modelctl`` typer app; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+from cli._errors import exit_code_for, report
+
+
+def build_app() -> typer.Typer:
+    """Assemble the command tree (commands import their packages lazily)."""
+    root = typer.Typer(
+        name="modelctl",
+        help=(
+            "Serve models on KServe with a batching predictor, keep them in a "
+            "checksummed registry, and roll new versions out safely."
+        ),
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode="rich",
+    )
+    from cli import _registry
+
+    root.add_typer(_registry.app, name="registry")
+
+    from cli import _deploy
+
+    root.add_typer(_deploy.app, name="deploy")
+
+    from cli import _rollout
+
+    root.add_typer(_rollout.app, name="rollout")
+
+    from cli._serve import serve
+
+    root.command(
+        "serve",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+    )(serve)
+    return root
+
+
+app = build_app()
+
+
+def main() -> None:
+    """Console entry point: maps expected errors to one line and an exit code."""
+    try:
+        app()
+    except SystemExit:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the edge table decides
+        code = exit_code_for(exc)
+        if code is None:
+            raise
+        report(exc)
+        sys.exit(code)

@@ -1,0 +1,147 @@
+"""The predictor's knobs: one frozen dataclass, filled from flags and MODELCTL_* env."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+
+ROLES = ("stable", "canary", "shadow")
+DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the predictor process is configured with (units in names)."""
+
+    model_name: str
+    model_dir: str = "/mnt/models"
+    http_host: str = "0.0.0.0"
+    http_port: int = 8080
+    grpc_port: int = 8081
+    enable_grpc: bool = True
+    role: str = "stable"
+    device: str = "auto"
+    dtype: str = "auto"
+    max_batch_size: int = 32
+    max_batch_wait_ms: float = 10.0
+    max_queue_size: int = 1024
+    request_timeout_ms: float = 30000.0
+    max_batch_tokens: int = 0
+    max_instances: int = 256
+    max_input_chars: int = 20000
+    max_body_bytes: int = 8 * 1024 * 1024
+    drain_timeout_s: float = 25.0
+    inject_latency_ms: float = 0.0
+    inject_error_rate: float = 0.0
+    verify_checksums: bool = True
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not self.model_name:
+            problems.append("--model_name is required")
+        if self.role not in ROLES:
+            problems.append(f"--role must be one of {', '.join(ROLES)}, got {self.role!r}")
+        if self.device not in DEVICES:
+            problems.append(f"--device must be one of {', '.join(DEVICES)}, got {self.device!r}")
+        if self.dtype not in DTYPES:
+            problems.append(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
+        for name in ("max_batch_size", "max_queue_size", "max_instances", "max_input_chars",
+                     "max_body_bytes"):
+            if getattr(self, name) < 1:
+                problems.append(f"--{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("max_batch_wait_ms", "max_batch_tokens", "inject_latency_ms"):
+            if getattr(self, name) < 0:
+                problems.append(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if self.request_timeout_ms <= 0:
+            problems.append(f"--request_timeout_ms must be > 0, got {self.request_timeout_ms}")
+        if self.drain_timeout_s <= 0:
+            problems.append(f"--drain_timeout_s must be > 0, got {self.drain_timeout_s}")
+        if not 0.0 <= self.inject_error_rate <= 1.0:
+            problems.append(f"--inject_error_rate must be in [0, 1], got {self.inject_error_rate}")
+        if self.max_queue_size < self.max_batch_size:
+            problems.append("--max_queue_size must be >= --max_batch_size")
+        if problems:
+            raise ValueError("; ".join(problems))
+
+
+_HELP: dict[str, str] = {
+    "model_name": "Name served on /v1/models/NAME and /v2/models/NAME.",
+    "model_dir": "Directory with the artifact and its MANIFEST.json (KServe mounts /mnt/models).",
+    "http_host": "Address the HTTP server binds (0.0.0.0 in a pod, 127.0.0.1 locally).",
+    "http_port": "HTTP port (V1, V2, health, /metrics).",
+    "grpc_port": "gRPC port (V2 Open Inference Protocol).",
+    "enable_grpc": "Serve gRPC as well as HTTP.",
+    "role": "Role label on every metric: stable, canary or shadow.",
+    "device": "auto (cuda when available), cpu or cuda.",
+    "dtype": "auto (fp32 on CPU, bf16/fp16 on GPU), float32, float16 or bfloat16.",
+    "max_batch_size": "Largest batch sent to the device.",
+    "max_batch_wait_ms": "Longest time the oldest queued item waits for a batch to fill.",
+    "max_queue_size": "Items that may wait; beyond it requests are refused with 429.",
+    "request_timeout_ms": "Deadline per request; x-request-timeout-ms may lower it.",
+    "max_batch_tokens": "If > 0, split batches by padded token count (length-sorted) at this cap.",
+    "max_instances": "Most instances (V1) or rows (V2) in one request.",
+    "max_input_chars": "Longest text accepted in one instance.",
+    "max_body_bytes": "Largest request body; larger bodies get 413.",
+    "drain_timeout_s": "On SIGTERM, how long queued and running items may take to finish.",
+    "inject_latency_ms": "Testing: extra latency added to every batch (makes a slow version).",
+    "inject_error_rate": "Testing: fraction of requests answered 500 (makes a failing version).",
+    "verify_checksums": "Verify MANIFEST.json checksums before loading (refuse on mismatch).",
+}
+
+
+def _env_name(field_name: str) -> str:
+    return "MODELCTL_" + field_name.upper()
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParser:
+    """The predictor's argument parser; defaults come from MODELCTL_<FLAG> in ``env``."""
+    env = os.environ if env is None else env
+    parser = argparse.ArgumentParser(
+        prog="python -m predictor",
+        description=(
+            "modelctl's batching KServe predictor. Every flag can also be set with the "
+            "environment variable MODELCTL_<FLAG IN UPPER CASE>."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for f in fields(ServerConfig):
+        default = f.default
+        kind = type(default) if f.name != "model_name" else str
+        converter = _parse_bool if kind is bool else kind
+        if _env_name(f.name) in env:
+            default = env[_env_name(f.name)]
+        kwargs: dict[str, object] = {"type": converter, "help": _HELP[f.name]}
+        if f.name == "model_name" and default is f.default:
+            kwargs["default"] = None
+        else:
+            kwargs["default"] = converter(default) if isinstance(default, str) else default
+        if f.name in ("role", "device", "dtype"):
+            kwargs["choices"] = {"role": ROLES, "device": DEVICES, "dtype": DTYPES}[f.name]
+        parser.add_argument(f"--{f.name}", **kwargs)  # type: ignore[arg-type]
+    return parser
+
+
+def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> ServerConfig:
+    """Parse flags (unknown ones are left to KServe's own parser) into a ServerConfig."""
+    parser = build_parser(env)
+    namespace, _unknown = parser.parse_known_args(list(argv))
+    values = vars(namespace)
+    if not values.get("model_name"):
+        parser.error("--model_name is required (or MODELCTL_MODEL_NAME)")
+    try:
+        return ServerConfig(**values)
+    except ValueError as exc:
+        parser.error(str(exc))
+        raise  # unreachable: parser.error exits

@@ -1,0 +1,1 @@
+"""Task handlers: one per task, picked by the manifest's ``task``."""

@@ -1,0 +1,194 @@
+"""The HTTP edge: request IDs, body limits, per-request metrics, error mapping.
+
+A pure ASGI middleware in front of KServe's FastAPI app. It sees every response,
+including the ones KServe produces itself (404 unknown model, 400 bad JSON), so
+the request counter is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from predictor._errors import PredictorError
+from predictor._metrics import PredictorMetrics
+
+logger = logging.getLogger("predictor")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+PREDICT_PATH = re.compile(r"^/(v1/models/[^/]+:predict|v2/models/[^/]+(/versions/[^/]+)?/infer)$")
+BODY_METHODS = {"POST", "PUT", "PATCH"}
+
+
+def _header(scope: Scope, name: bytes) -> bytes | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            return bytes(value)
+    return None
+
+
+async def _send_json(send: Send, status: int, body: dict[str, Any],
+                     headers: list[tuple[bytes, bytes]]) -> None:
+    payload = json.dumps(body).encode()
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", b"application/json"),
+                    (b"content-length", str(len(payload)).encode()), *headers],
+    })
+    await send({"type": "http.response.body", "body": payload})
+
+
+def _is_v2_json_without_content_type(scope: Scope) -> bool:
+    """A V2 body with no binary part is JSON whatever its content-type says.
+
+    Clients such as tritonclient send JSON bodies without ``content-type:
+    application/json``; FastAPI would then hand KServe raw bytes, which it rejects
+    unless the binary-extension header is present.
+    """
+    path = scope.get("path", "")
+    if not path.endswith("/infer") or _header(scope, b"inference-header-content-length"):
+        return False
+    content_type = (_header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
+    return content_type != b"application/json"
+
+
+class PredictorMiddleware:
+    """Request IDs, the body size limit and deadline, and predict-route metrics."""
+
+    def __init__(self, app: ASGIApp, *, max_body_bytes: int, body_timeout_s: float,
+                 metrics: PredictorMetrics) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
+        self.metrics = metrics
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = (_header(scope, b"x-request-id") or b"").decode("latin-1")
+        if not request_id or len(request_id) > 200:
+            request_id = uuid.uuid4().hex
+            headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"x-request-id"]
+            scope = {**scope, "headers": [*headers, (b"x-request-id", request_id.encode())]}
+        if _is_v2_json_without_content_type(scope):
+            headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
+            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+        id_header = (b"x-request-id", request_id.encode("latin-1"))
+        status = [500]
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status[0] = int(message["status"])
+                headers = [h for h in message.get("headers", []) if h[0].lower() != b"x-request-id"]
+                message = {**message, "headers": [*headers, id_header]}
+            await send(message)
+
+        is_predict = bool(PREDICT_PATH.match(scope.get("path", "")))
+        started = time.monotonic()
+        inflight = self.metrics.inflight.labels(**self.metrics.labels)
+        if is_predict:
+            inflight.inc()
+        try:
+            if scope.get("method") in BODY_METHODS:
+                body_or_error = await self._read_body(scope, receive)
+                if isinstance(body_or_error, tuple):
+                    code, message = body_or_error
+                    status[0] = code
+                    await _send_json(send, code, {"error": message}, [id_header])
+                    return
+                receive = _replay(body_or_error, receive)
+            await self.app(scope, receive, send_with_id)
+        finally:
+            if is_predict:
+                inflight.dec()
+                labels = self.metrics.labels
+                self.metrics.requests.labels(**labels, code=str(status[0])).inc()
+                self.metrics.request_duration.labels(**labels).observe(
+                    time.monotonic() - started
+                )
+                if status[0] >= 400:
+                    logger.info("request %s %s -> %d", request_id, scope.get("path"), status[0])
+
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | tuple[int, str]:
+        """The whole body, or (status, message) when it is too large, malformed or too slow."""
+        declared = _header(scope, b"content-length")
+        if declared is not None:
+            try:
+                length = int(declared)
+            except ValueError:
+                return 400, "Content-Length is not a number"
+            if length < 0:
+                return 400, "Content-Length is negative"
+            if length > self.max_body_bytes:
+                return 413, (f"request body of {length} bytes exceeds the limit of "
+                             f"{self.max_body_bytes} bytes")
+        chunks: list[bytes] = []
+        size = 0
+        deadline = time.monotonic() + self.body_timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                message = await asyncio.wait_for(receive(), timeout=max(remaining, 0.001))
+            except TimeoutError:
+                return 408, f"request body not received within {self.body_timeout_s:.0f} s"
+            if message["type"] == "http.disconnect":
+                return 400, "client disconnected before sending the whole body"
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                return 413, f"request body exceeds the limit of {self.max_body_bytes} bytes"
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return replay
+
+
+async def predictor_error_handler(request: Any, exc: Exception) -> Any:
+    """FastAPI exception handler: a domain error → KServe's error JSON with its status."""
+    from fastapi.responses import JSONResponse
+
+    from predictor._model import status_for
+
+    assert isinstance(exc, PredictorError)
+    status, headers = status_for(exc)
+    return JSONResponse(status_code=status, content={"error": str(exc)}, headers=headers)
+
+
+async def validation_error_handler(request: Any, exc: Exception) -> Any:
+    """FastAPI's request validation (V2 bodies) → 400 with KServe's error JSON, not 422."""
+    from fastapi.responses import JSONResponse
+
+    errors = getattr(exc, "errors", lambda: [])()
+    # V2's body is declared as InferenceRequest | bytes: the bytes branch only adds noise.
+    relevant = [e for e in errors if "bytes" not in [str(p) for p in e.get("loc", ())]] or errors
+    parts = []
+    for error in relevant[:5]:
+        where = ".".join(str(p) for p in error.get("loc", ()) if p not in ("body",))
+        parts.append(f"{where}: {error.get('msg', 'invalid')}" if where else error.get("msg", ""))
+    message = "invalid request: " + ("; ".join(parts) or "the body does not match the protocol")
+    return JSONResponse(status_code=400, content={"error": message})

@@ -1,0 +1,24 @@
+"""Entry point: parse flags (and MODELCTL_* env), configure logging, serve."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+
+from predictor._config import parse_config
+
+
+def main(argv: Sequence[str]) -> int:
+    config = parse_config(argv)
+    logging.basicConfig(
+        level=os.environ.get("MODELCTL_LOG_LEVEL", "INFO").upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    # Caches go to /tmp: the container's root filesystem is read-only.
+    os.environ.setdefault("HF_HOME", "/tmp/hf")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    from predictor._server import serve
+
+    return serve(config)

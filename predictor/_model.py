@@ -1,0 +1,256 @@
+"""The KServe model: requests in, items through the batcher, results out.
+
+``BatchingModel`` is a ``kserve.Model``: KServe's V1, V2 and gRPC endpoints call
+``predict``; it validates the request, prepares the items on a thread pool,
+submits them to the batcher (which runs the handler on the one device thread) and
+encodes the results in the request's protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import random
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import kserve
+from kserve import InferOutput, InferRequest, InferResponse
+
+from predictor._batcher import Batcher, BatchStats
+from predictor._config import ServerConfig
+from predictor._errors import BadInput, Overloaded, PredictorError
+from predictor._handlers._base import Handler, RequestOptions, TensorSpec
+from predictor._metrics import PredictorMetrics
+from predictor._policy import BatchConfig
+from predictor._protocol import DecodedRequest, decode_v1, decode_v2
+
+logger = logging.getLogger("predictor")
+
+_NO_OPTIONS = RequestOptions()
+
+
+class InjectedFailure(PredictorError):
+    """A failure injected on purpose (--inject_error_rate): answered 500."""
+
+
+def request_deadline(headers: dict[str, str], now: float, timeout_ms: float) -> float:
+    """The request's deadline: x-request-timeout-ms, bounded by the server's timeout."""
+    raw = headers.get("x-request-timeout-ms")
+    limit_ms = timeout_ms
+    if raw is not None:
+        try:
+            asked = float(raw)
+        except ValueError:
+            raise BadInput(f"x-request-timeout-ms must be a number, got {raw!r}") from None
+        if not math.isfinite(asked) or asked <= 0:
+            raise BadInput("x-request-timeout-ms must be a positive number")
+        limit_ms = min(asked, timeout_ms)
+    return now + limit_ms / 1000.0
+
+
+class BatchingModel(kserve.Model):  # type: ignore[misc]
+    """A KServe model that batches single requests onto one device."""
+
+    def __init__(self, config: ServerConfig, handler: Handler, version: str) -> None:
+        super().__init__(config.model_name, return_response_headers=True)
+        self.config = config
+        self.handler = handler
+        self.version = version
+        self.metrics = PredictorMetrics.create(config.model_name, version, config.role)
+        cap = config.max_batch_size
+        if handler.max_batch_size is not None and handler.max_batch_size < cap:
+            logger.warning("max_batch_size %d lowered to the task's limit of %d",
+                           cap, handler.max_batch_size)
+            cap = handler.max_batch_size
+        self.batch_config = BatchConfig(
+            max_batch_size=cap,
+            max_batch_wait_ms=config.max_batch_wait_ms,
+            max_queue_size=max(config.max_queue_size, cap),
+            request_timeout_ms=config.request_timeout_ms,
+        )
+        self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
+        self._batcher: Batcher[Any, Any] | None = None
+        self._batcher_lock: asyncio.Lock | None = None
+        self._random = random.Random()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+    def load(self) -> bool:
+        """Load the weights and run one warm-up batch; only then is the model ready."""
+        self.handler.load()
+        started = time.monotonic()
+        items = [self.handler.parse(x, _NO_OPTIONS) for x in self.handler.warmup_instances()]
+        self.handler.run(self.handler.prepare(items))
+        logger.info("model %s version %s warm (%.0f ms warm-up batch)", self.name, self.version,
+                    (time.monotonic() - started) * 1000)
+        self.metrics.batch_cap.labels(**self.metrics.labels).set(self.batch_config.max_batch_size)
+        self.ready = True
+        return True
+
+    async def batcher(self) -> Batcher[Any, Any]:
+        """The batcher, started on the serving event loop the first time it is needed."""
+        if self._batcher is None:
+            if self._batcher_lock is None:
+                self._batcher_lock = asyncio.Lock()
+            async with self._batcher_lock:
+                if self._batcher is None:
+                    batcher: Batcher[Any, Any] = Batcher(
+                        self._run_batch, self.batch_config, on_batch=self._on_batch
+                    )
+                    await batcher.start()
+                    self._batcher = batcher
+        return self._batcher
+
+    async def drain(self) -> None:
+        """Stop admitting, let queued and running items finish (SIGTERM)."""
+        self.ready = False
+        batcher = await self.batcher()
+        await batcher.drain(self.config.drain_timeout_s)
+
+    # -- the device thread -------------------------------------------------------------------
+    def _run_batch(self, batch: list[Any]) -> list[Any]:
+        results = self.handler.run(batch)
+        if self.config.inject_latency_ms > 0:
+            time.sleep(self.config.inject_latency_ms / 1000.0)
+        report = self.handler.last_batch_report()
+        if report.real_tokens:
+            self.metrics.padding_ratio.labels(**self.metrics.labels).set(
+                report.padded_tokens / report.real_tokens
+            )
+        return results
+
+    def _on_batch(self, stats: BatchStats) -> None:
+        labels = self.metrics.labels
+        self.metrics.batch_size.labels(**labels).observe(stats.size)
+        self.metrics.batch_duration.labels(**labels).observe(stats.duration_s)
+        for wait_s in stats.queue_waits_s:
+            self.metrics.queue_wait.labels(**labels).observe(wait_s)
+        self.metrics.batch_cap.labels(**labels).set(stats.cap)
+        if stats.expired:
+            self.metrics.items_expired.labels(**labels).inc(stats.expired)
+
+    # -- the request path --------------------------------------------------------------------
+    async def predict(
+        self,
+        payload: Any,
+        headers: dict[str, str] | None = None,
+        response_headers: dict[str, str] | None = None,
+    ) -> Any:
+        headers = headers or {}
+        from_grpc = isinstance(payload, InferRequest) and bool(payload.from_grpc)
+        started = time.monotonic()
+        code = "200"
+        try:
+            request = self._decode(payload)
+            request_id = headers.get("x-request-id") or request.request_id or uuid.uuid4().hex
+            if response_headers is not None:
+                response_headers["x-request-id"] = request_id
+            results = await self._infer(request, headers, started)
+            return self._encode(request, results, request_id)
+        except PredictorError as exc:
+            code = str(status_for(exc)[0])
+            if isinstance(exc, Overloaded):
+                self.metrics.rejections.labels(**self.metrics.labels, reason=exc.reason).inc()
+            if from_grpc:
+                raise grpc_error_for(exc) from exc
+            raise
+        finally:
+            # HTTP requests are counted by the middleware (it sees 413s and 404s too).
+            if from_grpc:
+                labels = self.metrics.labels
+                self.metrics.requests.labels(**labels, code=code).inc()
+                self.metrics.request_duration.labels(**labels).observe(
+                    time.monotonic() - started
+                )
+
+    def _decode(self, payload: Any) -> DecodedRequest:
+        if isinstance(payload, InferRequest):
+            return decode_v2(payload, self.handler, self.config.max_instances)
+        return decode_v1(payload, self.config.max_instances)
+
+    async def _infer(self, request: DecodedRequest, headers: dict[str, str],
+                     started: float) -> list[Any]:
+        deadline = request_deadline(headers, started, self.config.request_timeout_ms)
+        items = [self.handler.parse(x, request.options) for x in request.instances]
+        loop = asyncio.get_running_loop()
+        prepared = await loop.run_in_executor(self._prepare_pool, self.handler.prepare, items)
+        batcher = await self.batcher()
+        self.metrics.queue_depth.labels(**self.metrics.labels).set(batcher.queue_depth)
+        try:
+            results = await batcher.submit(prepared, deadline)
+        finally:
+            self.metrics.queue_depth.labels(**self.metrics.labels).set(batcher.queue_depth)
+        if self.config.inject_error_rate > 0 and (
+            self._random.random() < self.config.inject_error_rate
+        ):
+            raise InjectedFailure("injected failure (--inject_error_rate)")
+        return results
+
+    def _encode(self, request: DecodedRequest, results: list[Any], request_id: str) -> Any:
+        if not request.is_v2:
+            return {"predictions": [self.handler.to_v1(r) for r in results]}
+        outputs = []
+        for spec, data in self.handler.to_v2(results):
+            output = InferOutput(name=spec.name, shape=list(spec.shape),
+                                 datatype=spec.datatype, data=data)
+            if request.from_grpc:
+                # gRPC clients (tritonclient, Triton itself) read raw_output_contents.
+                output.set_data_from_numpy(_as_numpy(spec, data), binary_data=True)
+            outputs.append(output)
+        return InferResponse(response_id=request_id, model_name=self.name,
+                             model_version=self.version, infer_outputs=outputs,
+                             from_grpc=request.from_grpc)
+
+    # -- metadata (V2 /v2/models/NAME) -------------------------------------------------------
+    def get_input_types(self) -> list[dict[str, Any]]:
+        return [spec.to_dict() for spec in self.handler.inputs]
+
+    def get_output_types(self) -> list[dict[str, Any]]:
+        return [spec.to_dict() for spec in self.handler.outputs]
+
+
+
+
+def _as_numpy(spec: TensorSpec, data: list[Any]) -> Any:
+    import numpy as np
+
+    if spec.datatype == "BYTES":
+        array = np.array([str(v).encode() for v in data], dtype=np.object_)
+    else:
+        array = np.array(data, dtype=np.float32 if spec.datatype == "FP32" else None)
+    return array.reshape(spec.shape)
+
+
+def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
+    """The edge table: a domain error's HTTP status and extra headers."""
+    from predictor._errors import DeadlineExpired, ItemFailed, Overloaded
+
+    if isinstance(exc, Overloaded):
+        if exc.reason == "draining":
+            return 503, {}
+        return 429, {"retry-after": str(max(1, math.ceil(exc.retry_after_s)))}
+    if isinstance(exc, DeadlineExpired):
+        return 503, {}
+    if isinstance(exc, ItemFailed):
+        return (400 if exc.is_input_error else 500), {}
+    if isinstance(exc, BadInput):
+        return 400, {}
+    return 500, {}
+
+
+def grpc_error_for(exc: PredictorError) -> Exception:
+    """The same table for gRPC: status codes a gRPC client understands."""
+    from grpc_interceptor import exceptions as grpc_exc
+
+    status, _ = status_for(exc)
+    message = str(exc)
+    if status == 400:
+        return grpc_exc.InvalidArgument(message)
+    if status == 429:
+        return grpc_exc.ResourceExhausted(message)
+    if status == 503:
+        return grpc_exc.Unavailable(message)
+    return grpc_exc.Internal(message)

@@ -1,0 +1,205 @@
+"""The process: verify the artifact, load the model, serve it with KServe's ModelServer.
+
+``PredictorServer`` is a ``kserve.ModelServer`` that binds where it is told (the
+stock one always binds 0.0.0.0 and [::]) and drains on SIGTERM: readiness goes
+false, new requests get 503, queued and running items finish, then it exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+from typing import Any
+
+from predictor._config import ServerConfig
+from predictor._errors import PredictorError
+from predictor._handlers._factory import create_handler
+from predictor._http import (
+    PredictorMiddleware,
+    predictor_error_handler,
+    validation_error_handler,
+)
+from predictor._model import BatchingModel
+
+logger = logging.getLogger("predictor")
+
+
+class ArtifactError(PredictorError):
+    """The model directory cannot be served (no manifest, bad checksums, bad weights)."""
+
+
+def load_artifact(config: ServerConfig) -> tuple[str, str]:
+    """Read and verify the artifact's MANIFEST.json; returns (task, version)."""
+    from registry import read_manifest_file, verify_dir
+
+    model_dir = Path(config.model_dir)
+    manifest_path = model_dir / "MANIFEST.json"
+    if not manifest_path.is_file():
+        raise ArtifactError(
+            f"no MANIFEST.json in {model_dir}: serve a version from the registry "
+            "(modelctl registry push / modelctl serve)"
+        )
+    manifest = read_manifest_file(manifest_path)
+    if config.verify_checksums:
+        problems = verify_dir(model_dir, manifest)
+        if problems:
+            raise ArtifactError(
+                f"{manifest.name} version {manifest.version} failed verification, "
+                "refusing to load it: " + "; ".join(problems)
+            )
+    return manifest.task, str(manifest.version)
+
+
+def build_model(config: ServerConfig) -> BatchingModel:
+    task, version = load_artifact(config)
+    handler = create_handler(
+        task,
+        Path(config.model_dir),
+        device=config.device,
+        dtype=config.dtype,
+        max_input_chars=config.max_input_chars,
+        max_batch_tokens=config.max_batch_tokens,
+    )
+    model = BatchingModel(config, handler, version)
+    model.load()
+    return model
+
+
+def _server_classes() -> tuple[type[Any], type[Any]]:
+    """PredictorServer and its gRPC server, built on first use (kserve parses argv on import)."""
+    from kserve import ModelServer
+    from kserve import model_server as kserve_model_server
+    from kserve.protocol.grpc.server import GRPCServer
+    from kserve.protocol.rest.server import RESTServer
+
+    class BoundGRPCServer(GRPCServer):  # type: ignore[misc]
+        """KServe's gRPC server, bound to one host instead of [::]."""
+
+        def __init__(self, host: str, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._host = host
+
+        async def start(self, max_workers: int) -> None:
+            from grpc import aio
+            from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc
+            from kserve.protocol.grpc.interceptors import (
+                ExceptionToStatusInterceptor,
+                LoggingInterceptor,
+            )
+            from kserve.protocol.grpc.servicer import InferenceServicer
+            from concurrent import futures
+
+            servicer = InferenceServicer(self._data_plane, self._model_repository_extension)
+            self._server = aio.server(
+                futures.ThreadPoolExecutor(max_workers=max_workers),
+                interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
+            )
+            grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
+                servicer, self._server
+            )
+            self._server.add_insecure_port(f"{self._host}:{self._port}")
+            await self._server.start()
+            await self._server.wait_for_termination()
+
+    class PredictorServer(ModelServer):  # type: ignore[misc]
+        def __init__(self, config: ServerConfig) -> None:
+            super().__init__(
+                http_port=config.http_port,
+                grpc_port=config.grpc_port,
+                enable_grpc=config.enable_grpc,
+                grace_period=int(config.drain_timeout_s) + 5,
+                workers=1,
+            )
+            self.config = config
+            self._model: BatchingModel | None = None
+            self._draining = False
+
+        def start(self, models: list[Any]) -> None:
+            self._register_and_check_atleast_one_model_is_ready(models)
+            self._model = models[0]
+            app = kserve_model_server.app
+            from fastapi.exceptions import RequestValidationError
+
+            app.add_exception_handler(PredictorError, predictor_error_handler)
+            app.add_exception_handler(RequestValidationError, validation_error_handler)
+            app.add_middleware(
+                PredictorMiddleware,
+                max_body_bytes=self.config.max_body_bytes,
+                body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
+                metrics=self._model.metrics,
+            )
+            self._rest_server = RESTServer(
+                "kserve.model_server:app", self.dataplane, self.model_repository_extension,
+                self.http_port, workers=1, grace_period=self.grace_period,
+                timeout_keep_alive=self.timeout_keep_alive,
+            )
+            self._rest_server.config.host = self.config.http_host
+            self.servers.append(self._rest_server.start())
+            if self.enable_grpc:
+                self._grpc_server = BoundGRPCServer(
+                    self.config.http_host, self.grpc_port, self.dataplane,
+                    self.model_repository_extension, kwargs={}, grace_period=self.grace_period,
+                )
+                self.servers.append(self._grpc_server.start(self.max_threads))
+            self.setup_event_loop()
+            asyncio.run(self._serve())
+
+        async def _serve(self) -> None:
+            asyncio.get_running_loop().create_task(self._install_drain_handler())
+            await asyncio.gather(*self.servers)
+
+        async def _install_drain_handler(self) -> None:
+            # uvicorn installs its own SIGTERM handler when it starts serving; ours goes
+            # on top once it is up, so that SIGTERM drains before uvicorn shuts down.
+            server = self._rest_server._server
+            while not server.started and not server.should_exit:
+                await asyncio.sleep(0.05)
+            loop = asyncio.get_running_loop()
+
+            def on_sigterm(signum: int, frame: Any) -> None:
+                loop.call_soon_threadsafe(self._begin_drain, signum)
+
+            signal.signal(signal.SIGTERM, on_sigterm)
+            logger.info("serving %s on http://%s:%d", self.config.model_name,
+                        self.config.http_host, self.http_port)
+
+        def _begin_drain(self, signum: int) -> None:
+            if self._draining:
+                return
+            self._draining = True
+            asyncio.get_running_loop().create_task(self._drain_and_exit(signum))
+
+        async def _drain_and_exit(self, signum: int) -> None:
+            logger.info("SIGTERM: draining (readiness false, new requests refused)")
+            assert self._model is not None
+            try:
+                await self._model.drain()
+            except Exception:  # noqa: BLE001 - exit anyway, but say why
+                logger.exception("drain did not finish cleanly")
+            logger.info("drained; stopping servers")
+            if self._grpc_server is not None:
+                await self._grpc_server.stop(signum)
+            self._rest_server._server.should_exit = True
+
+    return PredictorServer, BoundGRPCServer
+
+
+def serve(config: ServerConfig) -> int:
+    """Load, warm up and serve; returns the process exit code."""
+    try:
+        model = build_model(config)
+    except PredictorError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    from registry import PlatformError
+
+    try:
+        server_cls, _ = _server_classes()
+        server_cls(config).start([model])
+    except PlatformError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    return 0

