@@ -11,7 +11,8 @@ RegistryOption = Annotated[
     typer.Option(
         "--registry",
         envvar="MODELCTL_REGISTRY",
-        help="Registry URL: a directory, file://, s3://bucket/prefix (default ~/.modelctl/registry).",
+        help="Registry URL: a directory, file:// or s3://bucket/prefix "
+        "(default ~/.modelctl/registry).",
         show_default=False,
     ),
 ]

@@ -6,6 +6,7 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from typing import Any
 
 ROLES = ("stable", "canary", "shadow")
 DEVICES = ("auto", "cpu", "cuda")
@@ -117,8 +118,8 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for f in fields(ServerConfig):
-        default = f.default
-        kind = type(default) if f.name != "model_name" else str
+        default: Any = f.default
+        kind: Any = type(default) if f.name != "model_name" else str
         converter = _parse_bool if kind is bool else kind
         if _env_name(f.name) in env:
             default = env[_env_name(f.name)]

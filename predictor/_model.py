@@ -37,8 +37,8 @@ class InjectedFailure(PredictorError):
     """A failure injected on purpose (--inject_error_rate): answered 500."""
 
 
-def request_deadline(headers: dict[str, str], now: float, timeout_ms: float) -> float:
-    """The request's deadline: x-request-timeout-ms, bounded by the server's timeout."""
+def request_timeout_ms(headers: dict[str, str], timeout_ms: float) -> float:
+    """The request's timeout: x-request-timeout-ms, bounded by the server's timeout."""
     raw = headers.get("x-request-timeout-ms")
     limit_ms = timeout_ms
     if raw is not None:
@@ -49,10 +49,10 @@ def request_deadline(headers: dict[str, str], now: float, timeout_ms: float) -> 
         if not math.isfinite(asked) or asked <= 0:
             raise BadInput("x-request-timeout-ms must be a positive number")
         limit_ms = min(asked, timeout_ms)
-    return now + limit_ms / 1000.0
+    return limit_ms
 
 
-class BatchingModel(kserve.Model):  # type: ignore[misc]
+class BatchingModel(kserve.Model):
     """A KServe model that batches single requests onto one device."""
 
     def __init__(self, config: ServerConfig, handler: Handler, version: str) -> None:
@@ -76,6 +76,8 @@ class BatchingModel(kserve.Model):  # type: ignore[misc]
         self._batcher: Batcher[Any, Any] | None = None
         self._batcher_lock: asyncio.Lock | None = None
         self._random = random.Random()
+        self._warmup: tuple[int, float] | None = None
+        self._expired_seen = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> bool:
@@ -83,7 +85,10 @@ class BatchingModel(kserve.Model):  # type: ignore[misc]
         self.handler.load()
         started = time.monotonic()
         items = [self.handler.parse(x, _NO_OPTIONS) for x in self.handler.warmup_instances()]
-        self.handler.run(self.handler.prepare(items))
+        prepared = self.handler.prepare(items)
+        run_started = time.monotonic()
+        self.handler.run(prepared)
+        self._warmup = (len(items), time.monotonic() - run_started)
         logger.info("model %s version %s warm (%.0f ms warm-up batch)", self.name, self.version,
                     (time.monotonic() - started) * 1000)
         self.metrics.batch_cap.labels(**self.metrics.labels).set(self.batch_config.max_batch_size)
@@ -100,6 +105,9 @@ class BatchingModel(kserve.Model):  # type: ignore[misc]
                     batcher: Batcher[Any, Any] = Batcher(
                         self._run_batch, self.batch_config, on_batch=self._on_batch
                     )
+                    if self._warmup is not None:
+                        # Admission starts from a measured batch latency, not a prior.
+                        batcher.policy.latency_model.observe(*self._warmup)
                     await batcher.start()
                     self._batcher = batcher
         return self._batcher
@@ -129,8 +137,16 @@ class BatchingModel(kserve.Model):  # type: ignore[misc]
         for wait_s in stats.queue_waits_s:
             self.metrics.queue_wait.labels(**labels).observe(wait_s)
         self.metrics.batch_cap.labels(**labels).set(stats.cap)
-        if stats.expired:
-            self.metrics.items_expired.labels(**labels).inc(stats.expired)
+        self._sync_expired()
+
+    def _sync_expired(self) -> None:
+        # The batcher's own counter is exact (BatchStats only sees drops before a batch).
+        if self._batcher is None:
+            return
+        total = self._batcher.items_expired
+        if total > self._expired_seen:
+            self.metrics.items_expired.labels(**self.metrics.labels).inc(total - self._expired_seen)
+            self._expired_seen = total
 
     # -- the request path --------------------------------------------------------------------
     async def predict(
@@ -154,6 +170,7 @@ class BatchingModel(kserve.Model):  # type: ignore[misc]
             code = str(status_for(exc)[0])
             if isinstance(exc, Overloaded):
                 self.metrics.rejections.labels(**self.metrics.labels, reason=exc.reason).inc()
+            self._sync_expired()
             if from_grpc:
                 raise grpc_error_for(exc) from exc
             raise
@@ -173,14 +190,21 @@ class BatchingModel(kserve.Model):  # type: ignore[misc]
 
     async def _infer(self, request: DecodedRequest, headers: dict[str, str],
                      started: float) -> list[Any]:
-        deadline = request_deadline(headers, started, self.config.request_timeout_ms)
+        timeout_ms = request_timeout_ms(headers, self.config.request_timeout_ms)
+        deadline = started + timeout_ms / 1000.0
         items = [self.handler.parse(x, request.options) for x in request.instances]
-        loop = asyncio.get_running_loop()
-        prepared = await loop.run_in_executor(self._prepare_pool, self.handler.prepare, items)
+        if self.handler.prepare_is_cheap:
+            prepared = self.handler.prepare(items)
+        else:
+            # Tokenisation runs on its own pool: never on the event loop, never behind
+            # the forward pass on the device thread.
+            loop = asyncio.get_running_loop()
+            prepared = await loop.run_in_executor(self._prepare_pool, self.handler.prepare,
+                                                  items)
         batcher = await self.batcher()
         self.metrics.queue_depth.labels(**self.metrics.labels).set(batcher.queue_depth)
         try:
-            results = await batcher.submit(prepared, deadline)
+            results = await batcher.submit(prepared, deadline, timeout_ms=timeout_ms)
         finally:
             self.metrics.queue_depth.labels(**self.metrics.labels).set(batcher.queue_depth)
         if self.config.inject_error_rate > 0 and (

@@ -109,7 +109,7 @@ def _v2_values(tensor: Any) -> list[Any]:
         # The binary extension (HTTP) or raw_input_contents (gRPC): KServe decodes it.
         try:
             data = tensor.as_numpy().reshape(-1).tolist()
-        except Exception as exc:  # noqa: BLE001 - any decoding failure is the input's fault
+        except Exception as exc:
             raise BadInput(f"input {tensor.name!r}: cannot decode binary data ({exc})") from exc
     if data is None:
         raise BadInput(f"input {tensor.name!r} has no data")

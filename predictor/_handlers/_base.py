@@ -55,6 +55,8 @@ class Handler(Protocol):
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch_size: int | None
+    # True when prepare() is trivial: it then runs inline instead of on the pool.
+    prepare_is_cheap: bool
 
     def load(self) -> None: ...
 

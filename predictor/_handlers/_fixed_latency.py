@@ -35,6 +35,7 @@ class FixedLatencyHandler:
     task = "fixed-latency"
     inputs = (TensorSpec("input", "BYTES", (-1,)),)
     outputs = (TensorSpec("output", "BYTES", (-1,)),)
+    prepare_is_cheap = True
 
     def __init__(self, model_dir: Path, *, max_input_chars: int = 20000, **_: Any) -> None:
         options = read_task_options(Path(model_dir))

@@ -90,6 +90,7 @@ class TextModelHandler:
     inputs = (TensorSpec("text", "BYTES", (-1,)),)
     outputs: tuple[TensorSpec, ...] = ()
     max_batch_size: int | None = None
+    prepare_is_cheap = False
     padding_side = "right"
     add_special_tokens = True
 

@@ -14,7 +14,9 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def server(start_predictor: Callable[..., RunningPredictor], registry_dir: Path) -> RunningPredictor:
+def server(
+    start_predictor: Callable[..., RunningPredictor], registry_dir: Path
+) -> RunningPredictor:
     push_fixed_latency(registry_dir, "bad-input", latency_ms=5, max_batch_size=100)
     return start_predictor("bad-input", "latest", "--max_instances", "8",
                            "--max_input_chars", "100", "--max_body_bytes", "20000")

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.predictor.conftest import RunningPredictor, push_fixed_latency
 from tests.support import wait_for

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -36,7 +37,7 @@ def wait_for(
     while time.monotonic() < deadline:
         try:
             value = check()
-        except Exception as exc:  # noqa: BLE001 - polled checks fail until ready
+        except Exception as exc:
             last_exc = exc
             value = None
         if value:
@@ -60,7 +61,7 @@ def wait_http_ok(url: str, *, timeout_s: float = 60.0, proc: ManagedProcess | No
                 return
         except RuntimeError:
             raise
-        except Exception:  # noqa: BLE001 - not listening yet
+        except Exception:
             pass
         if time.monotonic() > deadline:
             tail = proc.output_tail() if proc else ""
@@ -115,17 +116,13 @@ class ManagedProcess:
     def stop(self, timeout_s: float = 15.0) -> int | None:
         """SIGTERM, wait, then SIGKILL the process group it leads; never anything else."""
         if self.popen.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
             try:
                 self.popen.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self.popen.wait(timeout=10)
         self._log.close()
         return self.popen.returncode
