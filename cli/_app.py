@@ -52,7 +52,7 @@ def main() -> None:
         app()
     except SystemExit:
         raise
-    except BaseException as exc:  # noqa: BLE001 - the edge table decides
+    except BaseException as exc:
         code = exit_code_for(exc)
         if code is None:
             raise

@@ -1,0 +1,154 @@
+"""Every manifest and every overlay, rendered with real kustomize, is accepted by the
+checker; and the overlays mean what they say (mode, scaling, GPU, canary)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cli._deploycheck import Checker
+from predictor._config import build_parser
+from tests.manifests.conftest import (
+    OVERLAYS,
+    REQUIRED_OVERLAYS,
+    ROOT,
+    load_all,
+    overlay_names,
+    runtime_doc,
+)
+
+
+def isvc_of(text: str) -> dict[str, Any]:
+    docs = [d for d in load_all(text) if d["kind"] == "InferenceService"]
+    assert len(docs) == 1
+    return docs[0]
+
+
+def test_every_promised_overlay_exists() -> None:
+    assert set(overlay_names()) >= REQUIRED_OVERLAYS
+
+
+@pytest.mark.parametrize("overlay", overlay_names())
+def test_overlay_renders_and_validates(
+    overlay: str, rendered: dict[str, str], checker: Checker
+) -> None:
+    problems, count = checker.check_text(str(OVERLAYS / overlay), rendered[overlay])
+    assert [str(p) for p in problems] == []
+    assert count >= 1
+    isvc = isvc_of(rendered[overlay])
+    assert isvc["spec"]["predictor"]["model"]["runtime"] == runtime_doc()["metadata"]["name"]
+
+
+def test_cluster_manifests_validate(checker: Checker) -> None:
+    report = checker.check_paths([ROOT / "manifests"])
+    assert [str(p) for p in report.problems] == []
+    kinds = sorted(d["kind"] for s in report.sources for d in load_all(Path(s).read_text()))
+    assert kinds == sorted(
+        [
+            "ClusterServingRuntime",
+            "Job",
+            "Namespace",
+            "PodMonitor",
+            "PrometheusRule",
+            "Role",
+            "RoleBinding",
+            "Secret",
+            "ServiceAccount",
+            "ServiceAccount",
+        ]
+    )
+
+
+def test_base_and_overlays_together_validate(checker: Checker) -> None:
+    report = checker.check_paths([ROOT / "kustomize"])
+    assert report.ok, [str(p) for p in report.problems]
+    assert len(report.sources) == 1 + len(overlay_names())
+
+
+def effective_args(isvc: dict[str, Any], component: dict[str, Any] | None = None) -> list[str]:
+    """What the predictor process receives: the runtime's args, then the model's."""
+    model = (component or isvc["spec"]["predictor"])["model"]
+    return [*runtime_doc()["spec"]["containers"][0]["args"], *model.get("args", [])]
+
+
+def parse(args: list[str]) -> dict[str, Any]:
+    namespace, unknown = build_parser({}).parse_known_args(args)
+    assert unknown == [], f"flags the predictor does not know: {unknown}"
+    return vars(namespace)
+
+
+@pytest.mark.parametrize("overlay", overlay_names())
+def test_args_are_predictor_flags_and_scale_target_follows_batch_size(
+    overlay: str, rendered: dict[str, str]
+) -> None:
+    isvc = isvc_of(rendered[overlay])
+    components = [isvc["spec"]["predictor"]] + [
+        c["predictor"] for c in isvc["spec"].get("canary", [])
+    ]
+    for component in components:
+        flags = parse(effective_args(isvc, component))
+        per_replica = 2 * flags["max_batch_size"]
+        if "scaleTarget" in component:
+            assert component["scaleMetric"] == "concurrency"
+            assert component["scaleTarget"] == per_replica
+        for metric in component.get("autoScaling", {}).get("metrics", []):
+            assert int(metric["external"]["target"]["value"]) == per_replica
+
+
+def test_knative_overlays(rendered: dict[str, str]) -> None:
+    for overlay in ("cpu", "gpu", "canary", "scale-to-zero"):
+        isvc = isvc_of(rendered[overlay])
+        annotations = isvc["metadata"]["annotations"]
+        assert annotations["serving.kserve.io/deploymentMode"] == "Knative"
+        assert annotations["serving.kserve.io/enable-tag-routing"] == "true"
+        assert isvc["spec"]["predictor"]["scaleMetric"] == "concurrency"
+    assert isvc_of(rendered["canary"])["spec"]["predictor"]["canaryTrafficPercent"] == 10
+    assert isvc_of(rendered["scale-to-zero"])["spec"]["predictor"]["minReplicas"] == 0
+    assert isvc_of(rendered["cpu"])["spec"]["predictor"]["minReplicas"] >= 1
+
+
+def test_gpu_overlay(rendered: dict[str, str]) -> None:
+    predictor = isvc_of(rendered["gpu"])["spec"]["predictor"]
+    resources = predictor["model"]["resources"]
+    assert resources["requests"]["nvidia.com/gpu"] == resources["limits"]["nvidia.com/gpu"] == "1"
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in predictor[
+        "tolerations"
+    ]
+    assert predictor["nodeSelector"]
+    flags = parse(effective_args(isvc_of(rendered["gpu"])))
+    assert flags["device"] == "cuda" and flags["dtype"] in ("float16", "bfloat16")
+
+
+def test_standard_overlays(rendered: dict[str, str]) -> None:
+    for overlay in ("standard-keda", "standard-canary"):
+        isvc = isvc_of(rendered[overlay])
+        annotations = isvc["metadata"]["annotations"]
+        assert annotations["serving.kserve.io/deploymentMode"] == "Standard"
+        assert annotations["serving.kserve.io/autoscalerClass"] == "keda"
+        assert "serving.kserve.io/enable-tag-routing" not in annotations
+        predictor = isvc["spec"]["predictor"]
+        assert "scaleMetric" not in predictor and "canaryTrafficPercent" not in predictor
+        [metric] = predictor["autoScaling"]["metrics"]
+        assert metric["external"]["metric"]["backend"] == "prometheus"
+        assert "modelctl_inflight_requests" in metric["external"]["metric"]["query"]
+    canary = isvc_of(rendered["standard-canary"])["spec"]["canary"]
+    assert [c["trafficPercent"] for c in canary] == [10]
+    assert parse(effective_args({}, canary[0]["predictor"]))["role"] == "canary"
+    assert (
+        isvc_of(rendered["standard-canary"])["spec"]["predictor"]["model"]["storageUri"]
+        == "modelctl-registry://MODEL@stable"
+    )
+
+
+def test_grace_period_covers_the_drain(rendered: dict[str, str]) -> None:
+    drain_s = parse(effective_args(isvc_of(rendered["cpu"])))["drain_timeout_s"]
+    for overlay in overlay_names():
+        isvc = isvc_of(rendered[overlay])
+        components = [isvc["spec"]["predictor"]] + [
+            c["predictor"] for c in isvc["spec"].get("canary", [])
+        ]
+        for component in components:
+            assert component["terminationGracePeriodSeconds"] > drain_s
+            assert component["securityContext"]["runAsNonRoot"] is True
