@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
-class Verdict(str, enum.Enum):
+class Verdict(enum.StrEnum):
     """The outcome of one metric check or of a whole analysis."""
 
     PASS = "Pass"

@@ -1,0 +1,413 @@
+"""``modelctl rollout``: move traffic to a new model version step by step, or back."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from cli._common import JsonOption, RegistryOption
+from cli._output import emit, print_json
+
+if TYPE_CHECKING:
+    from rollout import Analysis, Engine, KServeBackend, RolloutState, StepResult
+
+app = typer.Typer(
+    name="rollout",
+    help=(
+        "Canary rollouts on KServe: point an InferenceService at a new registry version, "
+        "move traffic step by step while Prometheus says it is healthy, then promote "
+        "or roll back. The rollout's state lives on the InferenceService (annotation "
+        "rollout.modelctl.io/state), so any machine can pick it up."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    rich_markup_mode="rich",
+)
+
+EXIT_ROLLED_BACK = 1
+EXIT_UNFINISHED = 3
+
+Isvc = Annotated[str, typer.Argument(metavar="ISVC", help="InferenceService name.")]
+Namespace = Annotated[str | None, typer.Option(
+    "--namespace", "-n", help="Namespace (default: the kubeconfig context's, else default).",
+    show_default=False)]
+Kubeconfig = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).",
+    show_default=False)]
+Context = Annotated[str | None, typer.Option(
+    "--context", help="kubeconfig context (default: the current one).", show_default=False)]
+PrometheusUrl = Annotated[str | None, typer.Option(
+    "--prometheus-url", envvar="MODELCTL_PROMETHEUS_URL",
+    help="Prometheus that scrapes the predictors, e.g. http://prometheus:9090.",
+    show_default=False)]
+AnalysisFile = Annotated[Path | None, typer.Option(
+    "--analysis", help="Analysis YAML (default: the one given to start, else the shipped "
+    "error-rate, p99-latency and throttle-rate checks).", show_default=False)]
+DryRun = Annotated[bool, typer.Option(
+    "--dry-run", help="Decide and show the change, but write nothing anywhere.")]
+Reason = Annotated[str, typer.Option("--reason", help="Why; recorded in the history and "
+                                     "the Kubernetes Event.")]
+
+
+def _backend(isvc: str, namespace: str | None, kubeconfig: str | None,
+             context: str | None) -> KServeBackend:
+    from rollout import KServeBackend, KubeClient
+
+    kube = KubeClient.from_kubeconfig(kubeconfig, context)
+    return KServeBackend(kube, namespace or kube.namespace, isvc)
+
+
+def _analysis(state: RolloutState, analysis_file: Path | None,
+              prometheus_url: str | None) -> Analysis:
+    """The analysis for ``state``, checked against Prometheus before anything changes."""
+    from rollout import (
+        Analysis,
+        PrometheusSource,
+        RolloutError,
+        analysis_context,
+        load_analysis,
+        parse_analysis,
+    )
+
+    if analysis_file is not None:
+        spec = load_analysis(analysis_file)
+    elif state.analysis_yaml is not None:
+        spec = parse_analysis(state.analysis_yaml, source=f"the analysis stored on {state.ref}")
+    else:
+        spec = load_analysis(None)
+    if not prometheus_url:
+        raise RolloutError("no Prometheus to analyse with: pass --prometheus-url or set "
+                           "MODELCTL_PROMETHEUS_URL")
+    analysis = Analysis(spec, PrometheusSource(prometheus_url))
+    analysis.validate(analysis_context(state))  # unreachable or a bad query: exit 2 now
+    return analysis
+
+
+def _show(result: StepResult, as_json: bool) -> None:
+    from cli._rollout_view import render_step, step_doc
+
+    emit(step_doc(result), as_json, lambda console: render_step(console, result))
+
+
+@app.command()
+def start(
+    isvc: Isvc,
+    to: Annotated[str, typer.Option("--to", metavar="NAME@REF",
+                                    help="The new version: NAME@VERSION, NAME@ALIAS or NAME.")],
+    steps: Annotated[str, typer.Option(help="Canary weights in percent, strictly "
+                                       "increasing within 1-100.")] = "5,25,50",
+    interval: Annotated[str, typer.Option(help="Time at each step before it is analysed "
+                                          "(60s, 2m, 1h).")] = "60s",
+    failure_limit: Annotated[int, typer.Option(help="Failed analyses before rolling back.")] = 2,
+    analysis: AnalysisFile = None,
+    registry: RegistryOption = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    prometheus_url: PrometheusUrl = None,
+    dry_run: DryRun = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Start a canary: point ISVC at NAME@REF with the first step's traffic.
+
+    Sets the registry alias [bold]canary[/bold]. An --analysis file is checked
+    (with --prometheus-url, its queries too) before anything is written, and
+    is kept with the rollout, so every later run analyses the same way.
+
+    Examples:
+
+        modelctl rollout start demo-embed --to demo-embed@7
+
+        modelctl rollout start demo-embed --to demo-embed@canary \\
+            --steps 10,50 --interval 5m --analysis slo.yaml --dry-run
+    """
+    from registry import Registry, parse_ref
+    from rollout import (
+        Analysis,
+        AnalysisContext,
+        Plan,
+        PrometheusSource,
+        load_analysis,
+        parse_duration_s,
+        parse_steps,
+        start_rollout,
+    )
+
+    plan = Plan(parse_steps(steps), parse_duration_s(interval), failure_limit)
+    model, ref = parse_ref(to)
+    analysis_yaml = None
+    spec = load_analysis(analysis) if analysis is not None else None
+    if analysis is not None:
+        analysis_yaml = analysis.read_text(encoding="utf-8")
+    backend = _backend(isvc, namespace, kubeconfig, context)
+    reg = Registry.open(registry)
+    if prometheus_url:  # ask Prometheus every query once: a bad one fails here, not later
+        version = str(reg.resolve(model, ref))
+        ctx = AnalysisContext(backend.namespace, isvc, version, version, plan.interval_s)
+        Analysis(spec or load_analysis(None), PrometheusSource(prometheus_url)).validate(ctx)
+    result = start_rollout(backend, reg, model=model, ref=ref, plan=plan,
+                           analysis_yaml=analysis_yaml, dry_run=dry_run)
+    _show(result, json_out)
+
+
+@app.command()
+def status(
+    isvc: Isvc,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Show versions, weight, step, the last analysis and recent decisions.
+
+    Example:
+
+        modelctl rollout status demo-embed -n modelctl
+    """
+    from cli._rollout_view import render_status, status_doc
+    from rollout import Engine
+
+    seen, state = Engine(_backend(isvc, namespace, kubeconfig, context)).observe()
+    emit(status_doc(seen, state), json_out, lambda console: render_status(console, seen, state))
+
+
+@app.command()
+def analyze(
+    isvc: Isvc,
+    analysis: AnalysisFile = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    prometheus_url: PrometheusUrl = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Run the analysis now and print each metric for canary and stable; change nothing.
+
+    Example:
+
+        modelctl rollout analyze demo-embed --prometheus-url http://localhost:9090
+    """
+    from cli._rollout_view import render_analysis
+    from rollout import Engine, analysis_context
+
+    _, state = Engine(_backend(isvc, namespace, kubeconfig, context)).observe()
+    result = _analysis(state, analysis, prometheus_url).analyze(analysis_context(state))
+    emit(result.to_dict(), json_out, lambda console: render_analysis(console, result))
+
+
+def _verb(kind: str, reason: str, isvc: str, namespace: str | None, kubeconfig: str | None,
+          context: str | None, registry: str | None, dry_run: bool) -> tuple[Engine, StepResult]:
+    from registry import Registry
+    from rollout import Command, Engine
+
+    backend = _backend(isvc, namespace, kubeconfig, context)
+    needs_registry = kind in ("promote", "promote-full", "rollback")
+    engine = Engine(backend, registry=Registry.open(registry) if needs_registry else None,
+                    dry_run=dry_run)
+    return engine, engine.step(Command(kind, reason))
+
+
+@app.command()
+def promote(
+    isvc: Isvc,
+    full: Annotated[bool, typer.Option("--full", help="Straight to 100% and promote.")] = False,
+    reason: Reason = "manual promotion",
+    registry: RegistryOption = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    dry_run: DryRun = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Move the canary to the next step now; --full promotes it to stable.
+
+    Promotion moves the registry alias stable and removes canary. Refused
+    while the canary is not Ready.
+
+    Examples:
+
+        modelctl rollout promote demo-embed
+
+        modelctl rollout promote demo-embed --full --reason "load test passed"
+    """
+    _, result = _verb("promote-full" if full else "promote", reason, isvc, namespace,
+                      kubeconfig, context, registry, dry_run)
+    _show(result, json_out)
+
+
+@app.command()
+def rollback(
+    isvc: Isvc,
+    reason: Reason = "manual rollback",
+    wait: Annotated[bool, typer.Option(help="Wait until the stable spec is restored.")] = True,
+    timeout: Annotated[str, typer.Option(help="How long --wait waits.")] = "5m",
+    registry: RegistryOption = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    dry_run: DryRun = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Send all traffic back to the stable version at once; restore its spec.
+
+    Exits 3 if the restored version is not Ready within --timeout (traffic
+    is already back on stable by then; run the command again to finish).
+
+    Example:
+
+        modelctl rollout rollback demo-embed --reason "p99 up in dashboards"
+    """
+    from rollout import Command, Phase, parse_duration_s
+
+    timeout_s = parse_duration_s(timeout)
+    engine, result = _verb("rollback", reason, isvc, namespace, kubeconfig, context, registry,
+                           dry_run)
+    decisions = result.decisions
+    deadline = time.monotonic() + timeout_s
+    while wait and not dry_run and not result.is_final and time.monotonic() < deadline:
+        time.sleep(0.5)
+        result = engine.step(Command("rollback"))
+        decisions = (*decisions, *result.decisions)
+    from dataclasses import replace
+
+    _show(replace(result, decisions=decisions), json_out)
+    if not dry_run and result.state.phase is not Phase.ROLLED_BACK and wait:
+        sys.stderr.write(f"{result.seen.target}: traffic is on {result.state.stable_label}, "
+                         f"but restoring it is not finished ({result.waiting}); run the "
+                         "command again to finish\n")
+        raise typer.Exit(EXIT_UNFINISHED)
+
+
+@app.command()
+def pause(
+    isvc: Isvc,
+    reason: Reason = "",
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    dry_run: DryRun = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Hold the rollout at its current weight (a running `run` holds too).
+
+    Example:
+
+        modelctl rollout pause demo-embed --reason "investigating alert"
+    """
+    _, result = _verb("pause", reason, isvc, namespace, kubeconfig, context, None, dry_run)
+    _show(result, json_out)
+
+
+@app.command()
+def resume(
+    isvc: Isvc,
+    reason: Reason = "",
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    dry_run: DryRun = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Resume a paused rollout; the current step's interval starts again.
+
+    Example:
+
+        modelctl rollout resume demo-embed
+    """
+    _, result = _verb("resume", reason, isvc, namespace, kubeconfig, context, None, dry_run)
+    _show(result, json_out)
+
+
+@app.command()
+def history(
+    isvc: Isvc,
+    events: Annotated[bool, typer.Option(
+        "--events", help="Show the Kubernetes Events instead (kept ~1 h by default).")] = False,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    json_out: JsonOption = False,
+) -> None:
+    """Every decision of the rollout, oldest first, with its numbers.
+
+    Example:
+
+        modelctl rollout history demo-embed --json
+    """
+    from cli._rollout_view import render_events, render_history
+    from rollout import Engine
+
+    backend = _backend(isvc, namespace, kubeconfig, context)
+    _, state = Engine(backend).observe()
+    if events:
+        found = backend.kube.list_events(backend.namespace, isvc)
+        emit(found, json_out, lambda console: render_events(console, found))
+        return
+    docs = [d.to_dict() for d in state.history]
+    emit(docs, json_out, lambda console: render_history(console, state))
+
+
+@app.command()
+def run(
+    isvc: Isvc,
+    deadline: Annotated[str | None, typer.Option(
+        help="Give up (exit 3) if not promoted or rolled back by then, e.g. 2h.",
+        show_default=False)] = None,
+    poll: Annotated[str, typer.Option(help="How often to look between analyses.")] = "5s",
+    lease: Annotated[str, typer.Option(help="How long this run's claim lasts if it dies; "
+                                       "renewed while it runs.")] = "60s",
+    analysis: AnalysisFile = None,
+    registry: RegistryOption = None,
+    namespace: Namespace = None,
+    kubeconfig: Kubeconfig = None,
+    context: Context = None,
+    prometheus_url: PrometheusUrl = None,
+    dry_run: DryRun = False,
+    json_out: JsonOption = False,
+) -> None:
+    """Drive the rollout to its end: wait, analyse, advance, hold or roll back.
+
+    Pass: the next step; after the last, promote. Fail: counted, and rolled
+    back at the failure limit. Inconclusive (too few requests, no data,
+    Prometheus unreachable): hold, never promote.
+
+    A second run refuses while this one holds the lease. After a crash,
+    start another run: it resumes where the last one stopped.
+
+    Exit codes: 0 promoted, 1 rolled back, 3 not done by --deadline, 2 errors.
+
+    Example:
+
+        modelctl rollout run demo-embed --deadline 2h \\
+            --prometheus-url http://prometheus:9090
+    """
+    from cli._output import stderr, stdout
+    from cli._rollout_view import Progress, render_step, step_doc
+    from registry import Registry
+    from rollout import Engine, new_holder_id, parse_duration_s
+    from rollout import run as run_loop
+
+    deadline_s = parse_duration_s(deadline) if deadline else None
+    poll_s, lease_s = parse_duration_s(poll), parse_duration_s(lease)
+    backend = _backend(isvc, namespace, kubeconfig, context)
+    _, state = Engine(backend).observe()
+    analyzer = _analysis(state, analysis, prometheus_url) if not state.phase.is_final else None
+    engine = Engine(backend, analyzer=analyzer, registry=Registry.open(registry),
+                    holder=new_holder_id(), lease_s=lease_s, dry_run=dry_run)
+    with Progress(stderr() if json_out else stdout()) as progress:
+        result = run_loop(engine, poll_s=poll_s, deadline_s=deadline_s, progress=progress)
+    if json_out:
+        doc: dict[str, Any] = {"outcome": result.outcome, **step_doc(result.last)}
+        print_json(doc)
+    elif result.outcome == "dry-run":
+        render_step(stdout(), result.last)
+    codes = {"promoted": 0, "dry-run": 0, "rolled-back": EXIT_ROLLED_BACK,
+             "deadline": EXIT_UNFINISHED}
+    if result.outcome == "deadline":
+        sys.stderr.write(f"{result.last.seen.target}: not finished by the deadline "
+                         f"({result.last.waiting})\n")
+    raise typer.Exit(codes[result.outcome])

@@ -1,0 +1,200 @@
+"""Every call to the Kubernetes API that ``rollout`` makes, in one place.
+
+Only namespaced calls, and only these (the RBAC Role in manifests/ grants
+exactly their verbs): InferenceServices get/list/patch, Events create/list.
+Library errors become ``rollout`` errors here: 404 -> ``NotFound``, 409 ->
+``Conflict``, anything else -> ``KubeError`` with one readable line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+from rollout._errors import Conflict, KubeConfigError, KubeError, NotFound
+
+GROUP = "serving.kserve.io"
+VERSION = "v1beta1"
+PLURAL = "inferenceservices"
+KIND = "InferenceService"
+_SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class KubeTarget:
+    """Where the API is and which namespace commands default to."""
+
+    host: str
+    namespace: str
+
+
+class KubeClient:
+    """A thin, typed wrapper over the official client for the calls a rollout needs."""
+
+    def __init__(self, api_client: Any, *, namespace: str = "default", timeout_s: float = 15.0):
+        from kubernetes import client
+
+        self._api_client = api_client
+        self._custom = client.CustomObjectsApi(api_client)
+        self._core = client.CoreV1Api(api_client)
+        self.namespace = namespace
+        self.timeout_s = timeout_s
+
+    @property
+    def host(self) -> str:
+        return str(self._api_client.configuration.host)
+
+    # -- construction ------------------------------------------------------------
+    @classmethod
+    def from_host(
+        cls, host: str, *, namespace: str = "default", timeout_s: float = 15.0
+    ) -> KubeClient:
+        """A client for an API server at ``host`` with no credentials (tests, proxies)."""
+        from kubernetes import client
+
+        configuration = client.Configuration(host=host)
+        return cls(client.ApiClient(configuration), namespace=namespace, timeout_s=timeout_s)
+
+    @classmethod
+    def from_kubeconfig(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        timeout_s: float = 15.0,
+    ) -> KubeClient:
+        """A client from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config, or in-cluster)."""
+        from kubernetes import config
+
+        path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        paths = [p for p in path.split(os.pathsep) if p]
+        if not any(Path(p).expanduser().is_file() for p in paths):
+            if kubeconfig is None and os.environ.get("KUBERNETES_SERVICE_HOST"):
+                return cls._in_cluster(timeout_s)
+            raise KubeConfigError(
+                f"no kubeconfig at {path}: pass --kubeconfig, set KUBECONFIG, or run in a cluster"
+            )
+        try:
+            api_client = config.new_client_from_config(
+                config_file=path, context=context, persist_config=False
+            )
+            namespace = _context_namespace(path, context)
+        except config.ConfigException as exc:
+            raise KubeConfigError(f"kubeconfig {path}: {_first_line(exc)}") from exc
+        return cls(api_client, namespace=namespace, timeout_s=timeout_s)
+
+    @classmethod
+    def _in_cluster(cls, timeout_s: float) -> KubeClient:
+        from kubernetes import client, config
+
+        configuration = client.Configuration()
+        try:
+            config.load_incluster_config(client_configuration=configuration)
+        except config.ConfigException as exc:
+            raise KubeConfigError(f"in-cluster config: {_first_line(exc)}") from exc
+        namespace = "default"
+        if _SA_NAMESPACE.is_file():
+            namespace = _SA_NAMESPACE.read_text().strip() or namespace
+        return cls(client.ApiClient(configuration), namespace=namespace, timeout_s=timeout_s)
+
+    # -- InferenceServices ---------------------------------------------------------
+    def get_isvc(self, namespace: str, name: str) -> dict[str, Any]:
+        what = f"InferenceService {namespace}/{name}"
+        return _as_object(what, self._call(what, lambda: self._custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self.timeout_s)))
+
+    def list_isvcs(self, namespace: str) -> list[dict[str, Any]]:
+        what = f"InferenceServices in {namespace}"
+        result = _as_object(what, self._call(what, lambda: (
+            self._custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, _request_timeout=self.timeout_s))))
+        return list(result.get("items") or [])
+
+    def patch_isvc(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """JSON merge patch; include metadata.resourceVersion to make it conditional."""
+        what = f"InferenceService {namespace}/{name}"
+        return _as_object(what, self._call(what, lambda: (
+            self._custom.patch_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, name, dict(patch),
+                _request_timeout=self.timeout_s))))
+
+    # -- Events --------------------------------------------------------------------
+    def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:
+        event: Any = dict(body)  # the client serialises plain dicts as they are
+        self._call(f"Event in {namespace}", lambda: self._core.create_namespaced_event(
+            namespace, event, _request_timeout=self.timeout_s))
+
+    def list_events(self, namespace: str, involved_name: str) -> list[dict[str, Any]]:
+        """Events about the InferenceService ``involved_name``, oldest first."""
+        selector = f"involvedObject.name={involved_name},involvedObject.kind={KIND}"
+        result = self._call(f"Events in {namespace}", lambda: self._core.list_namespaced_event(
+            namespace, field_selector=selector, _request_timeout=self.timeout_s))
+        events = [self._api_client.sanitize_for_serialization(item) for item in result.items]
+        # Filter again: field selectors are advisory for some API servers and proxies.
+        mine = [e for e in events if (e.get("involvedObject") or {}).get("name") == involved_name]
+        return sorted(mine, key=lambda e: str(e.get("eventTime") or e.get("lastTimestamp") or ""))
+
+    # -- errors --------------------------------------------------------------------
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        try:
+            return fn()
+        except ApiException as exc:
+            raise _api_error(what, exc) from exc
+        except HTTPError as exc:
+            raise KubeError(f"cannot reach the Kubernetes API at {self.host}: "
+                            f"{_first_line(exc)}") from exc
+
+
+def _as_object(what: str, value: object) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise KubeError(f"{what}: the Kubernetes API answered {type(value).__name__}, "
+                        "not an object")
+    return value
+
+
+def _api_error(what: str, exc: Any) -> KubeError:
+    status = int(exc.status or 0)
+    message = _status_message(exc.body) or str(exc.reason or "")
+    if status == 404:
+        return NotFound(f"{what} not found")
+    if status == 409:
+        return Conflict(f"{what} changed while we wrote it: {message}")
+    if status in (401, 403):
+        return KubeError(f"{what}: not allowed ({status}): {message}")
+    return KubeError(f"{what}: Kubernetes API answered {status}: {message}")
+
+
+def _status_message(body: Any) -> str:
+    import json
+
+    if not body:
+        return ""
+    try:
+        data = json.loads(body)
+    except (TypeError, ValueError):
+        return _first_line(body)[:200]
+    return _first_line(str(data.get("message", "")))[:200] if isinstance(data, dict) else ""
+
+
+def _context_namespace(path: str, context: str | None) -> str:
+    from kubernetes import config
+
+    contexts, active = config.list_kube_config_contexts(config_file=path)
+    chosen = active
+    if context is not None:
+        chosen = next((c for c in contexts if c.get("name") == context), active)
+    namespace = ((chosen or {}).get("context") or {}).get("namespace")
+    return str(namespace) if namespace else "default"
+
+
+def _first_line(value: object) -> str:
+    text = str(value).strip()
+    return text.splitlines()[0] if text else value.__class__.__name__

@@ -1,0 +1,100 @@
+"""A small world for rollout tests: an emulated API server, a KServe stand-in, a registry.
+
+``World`` holds a real local registry with versions 1..N of one model (``stable``
+on version 1), the emulated Kubernetes API with one InferenceService serving
+version 1, and a ``KServeSim`` that has reconciled it to Ready.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+
+from registry import Registry
+from rollout._kserve import KServeBackend
+from rollout._kube import KubeClient
+from tests.support.kserve_sim import KServeSim
+from tests.support.kube_api import KubeAPI
+
+MODEL = "demo-fixed"
+NAMESPACE = "models"
+ISVC = "demo"
+
+
+def push_versions(root: Path, count: int) -> Registry:
+    """A registry at ``root`` with ``count`` versions of MODEL; ``stable`` names version 1."""
+    reg = Registry.open(str(root / "registry"))
+    for number in range(1, count + 1):
+        src = root / f"src-{number}"
+        src.mkdir()
+        (src / "task.json").write_text(f'{{"latency_ms": {number}}}')
+        reg.push(src, MODEL, "fixed-latency")
+    reg.set_alias(MODEL, "stable", 1)
+    return reg
+
+
+def isvc_manifest(name: str, mode: str, storage_uri: str, *, version: int | None = 1,
+                  model: str | None = MODEL) -> dict[str, Any]:
+    """An InferenceService as `kubectl apply` would create it (no status yet)."""
+    annotations = {"serving.kserve.io/deploymentMode": mode}
+    if model is not None:
+        annotations["modelctl.io/model"] = model
+    if version is not None:
+        annotations["modelctl.io/version"] = str(version)
+    return {
+        "apiVersion": "serving.kserve.io/v1beta1",
+        "kind": "InferenceService",
+        "metadata": {"name": name, "namespace": NAMESPACE, "annotations": annotations},
+        "spec": {"predictor": {
+            "minReplicas": 1,
+            "model": {"modelFormat": {"name": "modelctl"}, "runtime": "modelctl-predictor",
+                      "storageUri": storage_uri},
+        }},
+    }
+
+
+@dataclass
+class World:
+    api: KubeAPI
+    sim: KServeSim
+    registry: Registry
+    kube: KubeClient
+    clock: Callable[[], float]
+
+    def create(self, manifest: dict[str, Any]) -> None:
+        custom = client.CustomObjectsApi(self.api.api_client())
+        custom.create_namespaced_custom_object(
+            "serving.kserve.io", "v1beta1", NAMESPACE, "inferenceservices",
+            copy.deepcopy(manifest))
+
+    def isvc(self, name: str = ISVC) -> dict[str, Any]:
+        return self.kube.get_isvc(NAMESPACE, name)
+
+    def backend(self, name: str = ISVC) -> KServeBackend:
+        return KServeBackend(self.kube, NAMESPACE, name, clock=self.clock)
+
+    def uri(self, version: int) -> str:
+        return self.registry.storage_uri(MODEL, version)
+
+    def events(self, name: str = ISVC) -> list[dict[str, Any]]:
+        return self.kube.list_events(NAMESPACE, name)
+
+
+def make_world(tmp: Path, clock: Callable[[], float], *, mode: str = "Knative",
+               versions: int = 3, ready_delay_s: float = 0.0) -> World:
+    """Start the API server, load one InferenceService serving version 1, reconcile it."""
+    api = KubeAPI().start()
+    reg = push_versions(tmp, versions)
+    kube = KubeClient.from_host(api.host, namespace=NAMESPACE)
+    sim = KServeSim(api.api_client(), NAMESPACE, clock=clock, ready_delay_s=ready_delay_s)
+    world = World(api=api, sim=sim, registry=reg, kube=kube, clock=clock)
+    world.create(isvc_manifest(ISVC, mode, world.uri(1)))
+    sim.ready_delay_s = 0.0
+    sim.reconcile()
+    sim.ready_delay_s = ready_delay_s
+    return world
