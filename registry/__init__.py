@@ -1,0 +1,50 @@
+"""Model registry: immutable, checksummed model versions in a directory or an S3 bucket.
+
+    from registry import Registry, parse_ref
+
+    reg = Registry.open()                      # $MODELCTL_REGISTRY or ~/.modelctl/registry
+    name, ref = parse_ref("demo-embed@stable")
+    manifest = reg.fetch(name, ref, "/mnt/models")
+"""
+
+from registry._aliases import CURRENT, Expect
+from registry._checksum import verify_dir
+from registry._errors import (
+    AliasConflict,
+    InvalidName,
+    ManifestError,
+    NotFound,
+    PlatformError,
+    RegistryError,
+    SourceError,
+    StoreError,
+    VerificationFailed,
+)
+from registry._manifest import FileEntry, Manifest, read_manifest_file
+from registry._names import LATEST, TASKS, parse_ref
+from registry._registry import Registry
+from registry._store import ArtifactStore, open_store
+
+__all__ = [
+    "CURRENT",
+    "LATEST",
+    "TASKS",
+    "AliasConflict",
+    "ArtifactStore",
+    "Expect",
+    "FileEntry",
+    "InvalidName",
+    "Manifest",
+    "ManifestError",
+    "NotFound",
+    "PlatformError",
+    "Registry",
+    "RegistryError",
+    "SourceError",
+    "StoreError",
+    "VerificationFailed",
+    "open_store",
+    "parse_ref",
+    "read_manifest_file",
+    "verify_dir",
+]
