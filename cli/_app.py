@@ -34,6 +34,14 @@ def build_app() -> typer.Typer:
 
     root.add_typer(_rollout.app, name="rollout")
 
+    from cli import _shadow
+
+    root.add_typer(_shadow.app, name="shadow")
+
+    from cli import _dev
+
+    root.add_typer(_dev.app, name="dev")
+
     from cli._serve import serve
 
     root.command(

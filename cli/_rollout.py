@@ -13,7 +13,15 @@ from cli._common import JsonOption, RegistryOption
 from cli._output import emit, print_json
 
 if TYPE_CHECKING:
-    from rollout import Analysis, Engine, KServeBackend, RolloutState, StepResult
+    from registry import Registry
+    from rollout import (
+        Analysis,
+        Engine,
+        KServeBackend,
+        LocalNginxBackend,
+        RolloutState,
+        StepResult,
+    )
 
 app = typer.Typer(
     name="rollout",
@@ -51,14 +59,46 @@ DryRun = Annotated[bool, typer.Option(
     "--dry-run", help="Decide and show the change, but write nothing anywhere.")]
 Reason = Annotated[str, typer.Option("--reason", help="Why; recorded in the history and "
                                      "the Kubernetes Event.")]
+Target = Annotated[str | None, typer.Option(
+    "--target", help="`local`: the `modelctl dev` environment named ISVC (state under "
+    "$MODELCTL_DEV_DIR, default ~/.modelctl/dev); anything else: a kubeconfig context.",
+    show_default=False)]
 
 
-def _backend(isvc: str, namespace: str | None, kubeconfig: str | None,
-             context: str | None) -> KServeBackend:
-    from rollout import KServeBackend, KubeClient
+def _backend(isvc: str, namespace: str | None, kubeconfig: str | None, context: str | None,
+             target: str | None = None, canary_args: list[str] | None = None
+             ) -> KServeBackend | LocalNginxBackend:
+    from rollout import KServeBackend, KubeClient, LocalNginxBackend, RolloutError
 
+    if target == "local":
+        return LocalNginxBackend.open(isvc, canary_args=canary_args)
+    if canary_args:
+        raise RolloutError("--canary-arg works only with --target local")
+    if target is not None:
+        if context is not None and context != target:
+            raise RolloutError(f"--target {target} and --context {context} disagree")
+        context = target
     kube = KubeClient.from_kubeconfig(kubeconfig, context)
     return KServeBackend(kube, namespace or kube.namespace, isvc)
+
+
+def _registry(backend: KServeBackend | LocalNginxBackend, url: str | None) -> Registry:
+    """The registry: as given, else (local target) the dev environment's own."""
+    from registry import Registry
+    from rollout import LocalNginxBackend
+
+    if url is None and isinstance(backend, LocalNginxBackend):
+        return Registry.open(backend.env.read().registry)
+    return Registry.open(url)
+
+
+def _prometheus(backend: KServeBackend | LocalNginxBackend, url: str | None) -> str | None:
+    """Prometheus: as given, else (local target) the dev environment's own."""
+    from rollout import LocalNginxBackend
+
+    if url is None and isinstance(backend, LocalNginxBackend):
+        return backend.env.read().prometheus_url
+    return url
 
 
 def _analysis(state: RolloutState, analysis_file: Path | None,
@@ -109,6 +149,14 @@ def start(
     kubeconfig: Kubeconfig = None,
     context: Context = None,
     prometheus_url: PrometheusUrl = None,
+    target: Target = None,
+    canary_arg: Annotated[list[str] | None, typer.Option(
+        metavar="FLAG=VALUE", show_default=False,
+        help="--target local: extra flag for the canary predictor (repeatable), e.g. "
+        "inject_latency_ms=100.")] = None,
+    require_shadow_pass: Annotated[bool, typer.Option(
+        "--require-shadow-pass", help="Refuse unless the registry holds a passing shadow "
+        "report for the new version (modelctl shadow report --save-to-registry).")] = False,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -124,8 +172,10 @@ def start(
 
         modelctl rollout start demo-embed --to demo-embed@canary \\
             --steps 10,50 --interval 5m --analysis slo.yaml --dry-run
+
+        modelctl rollout start demo-fixed --to demo-fixed@2 --target local
     """
-    from registry import Registry, parse_ref
+    from registry import parse_ref
     from rollout import (
         Analysis,
         AnalysisContext,
@@ -143,8 +193,13 @@ def start(
     spec = load_analysis(analysis) if analysis is not None else None
     if analysis is not None:
         analysis_yaml = analysis.read_text(encoding="utf-8")
-    backend = _backend(isvc, namespace, kubeconfig, context)
-    reg = Registry.open(registry)
+    backend = _backend(isvc, namespace, kubeconfig, context, target, canary_arg)
+    reg = _registry(backend, registry)
+    if require_shadow_pass:  # before anything is written anywhere
+        from rollout import require_shadow_pass as check_shadow_pass
+
+        check_shadow_pass(reg, model, reg.resolve(model, ref))
+    prometheus_url = _prometheus(backend, prometheus_url)
     if prometheus_url:  # ask Prometheus every query once: a bad one fails here, not later
         version = str(reg.resolve(model, ref))
         ctx = AnalysisContext(backend.namespace, isvc, version, version, plan.interval_s)
@@ -160,6 +215,7 @@ def status(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     json_out: JsonOption = False,
 ) -> None:
     """Show versions, weight, step, the last analysis and recent decisions.
@@ -171,7 +227,7 @@ def status(
     from cli._rollout_view import render_status, status_doc
     from rollout import Engine
 
-    seen, state = Engine(_backend(isvc, namespace, kubeconfig, context)).observe()
+    seen, state = Engine(_backend(isvc, namespace, kubeconfig, context, target)).observe()
     emit(status_doc(seen, state), json_out, lambda console: render_status(console, seen, state))
 
 
@@ -182,6 +238,7 @@ def analyze(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     prometheus_url: PrometheusUrl = None,
     json_out: JsonOption = False,
 ) -> None:
@@ -194,19 +251,21 @@ def analyze(
     from cli._rollout_view import render_analysis
     from rollout import Engine, analysis_context
 
-    _, state = Engine(_backend(isvc, namespace, kubeconfig, context)).observe()
-    result = _analysis(state, analysis, prometheus_url).analyze(analysis_context(state))
+    backend = _backend(isvc, namespace, kubeconfig, context, target)
+    _, state = Engine(backend).observe()
+    result = _analysis(state, analysis, _prometheus(backend, prometheus_url)).analyze(
+        analysis_context(state))
     emit(result.to_dict(), json_out, lambda console: render_analysis(console, result))
 
 
 def _verb(kind: str, reason: str, isvc: str, namespace: str | None, kubeconfig: str | None,
-          context: str | None, registry: str | None, dry_run: bool) -> tuple[Engine, StepResult]:
-    from registry import Registry
+          context: str | None, registry: str | None, dry_run: bool,
+          target: str | None = None) -> tuple[Engine, StepResult]:
     from rollout import Command, Engine
 
-    backend = _backend(isvc, namespace, kubeconfig, context)
+    backend = _backend(isvc, namespace, kubeconfig, context, target)
     needs_registry = kind in ("promote", "promote-full", "rollback")
-    engine = Engine(backend, registry=Registry.open(registry) if needs_registry else None,
+    engine = Engine(backend, registry=_registry(backend, registry) if needs_registry else None,
                     dry_run=dry_run)
     return engine, engine.step(Command(kind, reason))
 
@@ -220,6 +279,7 @@ def promote(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -235,7 +295,7 @@ def promote(
         modelctl rollout promote demo-embed --full --reason "load test passed"
     """
     _, result = _verb("promote-full" if full else "promote", reason, isvc, namespace,
-                      kubeconfig, context, registry, dry_run)
+                      kubeconfig, context, registry, dry_run, target)
     _show(result, json_out)
 
 
@@ -249,6 +309,7 @@ def rollback(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -265,7 +326,7 @@ def rollback(
 
     timeout_s = parse_duration_s(timeout)
     engine, result = _verb("rollback", reason, isvc, namespace, kubeconfig, context, registry,
-                           dry_run)
+                           dry_run, target)
     decisions = result.decisions
     deadline = time.monotonic() + timeout_s
     while wait and not dry_run and not result.is_final and time.monotonic() < deadline:
@@ -289,6 +350,7 @@ def pause(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -298,7 +360,8 @@ def pause(
 
         modelctl rollout pause demo-embed --reason "investigating alert"
     """
-    _, result = _verb("pause", reason, isvc, namespace, kubeconfig, context, None, dry_run)
+    _, result = _verb("pause", reason, isvc, namespace, kubeconfig, context, None, dry_run,
+                      target)
     _show(result, json_out)
 
 
@@ -309,6 +372,7 @@ def resume(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -318,7 +382,8 @@ def resume(
 
         modelctl rollout resume demo-embed
     """
-    _, result = _verb("resume", reason, isvc, namespace, kubeconfig, context, None, dry_run)
+    _, result = _verb("resume", reason, isvc, namespace, kubeconfig, context, None, dry_run,
+                      target)
     _show(result, json_out)
 
 
@@ -330,6 +395,7 @@ def history(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     json_out: JsonOption = False,
 ) -> None:
     """Every decision of the rollout, oldest first, with its numbers.
@@ -339,12 +405,13 @@ def history(
         modelctl rollout history demo-embed --json
     """
     from cli._rollout_view import render_events, render_history
-    from rollout import Engine
+    from rollout import Engine, LocalNginxBackend
 
-    backend = _backend(isvc, namespace, kubeconfig, context)
+    backend = _backend(isvc, namespace, kubeconfig, context, target)
     _, state = Engine(backend).observe()
     if events:
-        found = backend.kube.list_events(backend.namespace, isvc)
+        found = (backend.list_events() if isinstance(backend, LocalNginxBackend)
+                 else backend.kube.list_events(backend.namespace, isvc))
         emit(found, json_out, lambda console: render_events(console, found))
         return
     docs = [d.to_dict() for d in state.history]
@@ -365,6 +432,7 @@ def run(
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
     context: Context = None,
+    target: Target = None,
     prometheus_url: PrometheusUrl = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
@@ -387,16 +455,16 @@ def run(
     """
     from cli._output import stderr, stdout
     from cli._rollout_view import Progress, render_step, step_doc
-    from registry import Registry
     from rollout import Engine, new_holder_id, parse_duration_s
     from rollout import run as run_loop
 
     deadline_s = parse_duration_s(deadline) if deadline else None
     poll_s, lease_s = parse_duration_s(poll), parse_duration_s(lease)
-    backend = _backend(isvc, namespace, kubeconfig, context)
+    backend = _backend(isvc, namespace, kubeconfig, context, target)
     _, state = Engine(backend).observe()
-    analyzer = _analysis(state, analysis, prometheus_url) if not state.phase.is_final else None
-    engine = Engine(backend, analyzer=analyzer, registry=Registry.open(registry),
+    analyzer = (_analysis(state, analysis, _prometheus(backend, prometheus_url))
+                if not state.phase.is_final else None)
+    engine = Engine(backend, analyzer=analyzer, registry=_registry(backend, registry),
                     holder=new_holder_id(), lease_s=lease_s, dry_run=dry_run)
     with Progress(stderr() if json_out else stdout()) as progress:
         result = run_loop(engine, poll_s=poll_s, deadline_s=deadline_s, progress=progress)

@@ -38,6 +38,14 @@ class ServerConfig:
     inject_latency_ms: float = 0.0
     inject_error_rate: float = 0.0
     verify_checksums: bool = True
+    shadow_url: str = ""
+    shadow_sample_rate: float = 1.0
+    shadow_timeout_ms: float = 10000.0
+    shadow_max_pending: int = 256
+    capture_uri: str = ""
+    capture_inputs: bool = False
+    capture_flush_s: float = 30.0
+    capture_max_file_mb: float = 64.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -64,6 +72,7 @@ class ServerConfig:
             problems.append(f"--inject_error_rate must be in [0, 1], got {self.inject_error_rate}")
         if self.max_queue_size < self.max_batch_size:
             problems.append("--max_queue_size must be >= --max_batch_size")
+        problems.extend(tap_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -90,7 +99,51 @@ _HELP: dict[str, str] = {
     "inject_latency_ms": "Testing: extra latency added to every batch (makes a slow version).",
     "inject_error_rate": "Testing: fraction of requests answered 500 (makes a failing version).",
     "verify_checksums": "Verify MANIFEST.json checksums before loading (refuse on mismatch).",
+    "shadow_url": "Mirror sampled requests, after answering them, to this base URL "
+    "(http://host:port; the request's path is kept). Empty: no mirroring.",
+    "shadow_sample_rate": "Fraction of requests mirrored to --shadow_url (0-1, by request ID).",
+    "shadow_timeout_ms": "How long one mirrored request may take before it is dropped.",
+    "shadow_max_pending": "Mirrored requests that may wait to be sent; beyond it they are dropped.",
+    "capture_uri": "Record every predict request (ID, input hash, output, latency, status) as "
+    "Parquet under this directory or s3://bucket/prefix. Empty: no capture.",
+    "capture_inputs": "Also record each request's input (not only its sha256).",
+    "capture_flush_s": "Seconds between capture files (records become readable then).",
+    "capture_max_file_mb": "Largest capture file, in MiB of uncompressed records.",
 }
+
+
+def tap_problems(config: ServerConfig) -> list[str]:
+    """What is wrong with the mirroring and capture flags (empty: nothing).
+
+    URLs are never echoed back: they could hold credentials.
+    """
+    from urllib.parse import urlsplit
+
+    problems = []
+    if config.shadow_url:
+        parts = urlsplit(config.shadow_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            problems.append("--shadow_url must be http(s)://host[:port][/prefix]")
+        elif parts.username or parts.password or parts.query or parts.fragment:
+            problems.append("--shadow_url must not hold credentials, a query or a fragment")
+        if config.role == "shadow":
+            problems.append("--shadow_url cannot be used with --role shadow: a shadow never "
+                            "mirrors")
+    if not 0.0 <= config.shadow_sample_rate <= 1.0:
+        problems.append(f"--shadow_sample_rate must be in [0, 1], got {config.shadow_sample_rate}")
+    if config.capture_uri and "://" in config.capture_uri:
+        parts = urlsplit(config.capture_uri)
+        if parts.scheme.lower() not in ("file", "s3"):
+            problems.append("--capture_uri must be a directory, file:///path or "
+                            f"s3://bucket/prefix, not a {parts.scheme!r} URL")
+        elif parts.username or parts.password:
+            problems.append("--capture_uri must not hold credentials: use the AWS_* variables")
+    for name in ("shadow_timeout_ms", "capture_flush_s", "capture_max_file_mb"):
+        if getattr(config, name) <= 0:
+            problems.append(f"--{name} must be > 0, got {getattr(config, name)}")
+    if config.shadow_max_pending < 1:
+        problems.append(f"--shadow_max_pending must be >= 1, got {config.shadow_max_pending}")
+    return problems
 
 
 def _env_name(field_name: str) -> str:

@@ -3,7 +3,7 @@
     PlatformError                      (registry)
     └── PredictorError
         ├── Overloaded                 refused at once: 429 + Retry-After (draining: 503)
-        ├── DeadlineExpired            dropped in the queue before it ran: 503
+        ├── DeadlineExpired            dropped in the queue before it ran: 429 + Retry-After
         ├── ItemFailed                 one of the request's items raised: 400 or 500
         └── BadInput                   the request itself is malformed: 400
 

@@ -85,3 +85,44 @@ class PredictorMetrics:
             ),
             labels={"model": model, "version": version, "role": role},
         )
+
+
+@dataclass(frozen=True)
+class TapMetrics:
+    """Shadow mirroring and request capture (created only when either is configured)."""
+
+    mirrors: Counter
+    mirrors_dropped: Counter
+    capture_records: Counter
+    capture_dropped: Counter
+    capture_files: Counter
+    labels: dict[str, str]
+
+    @classmethod
+    def create(
+        cls, labels: dict[str, str], registry: CollectorRegistry = REGISTRY
+    ) -> TapMetrics:
+        return cls(
+            mirrors=Counter(
+                "modelctl_shadow_mirrors", "Mirrored requests the shadow answered, by its status.",
+                (*LABELS, "code"), registry=registry,
+            ),
+            mirrors_dropped=Counter(
+                "modelctl_shadow_mirrors_dropped",
+                "Sampled requests not mirrored, by reason (queue_full, timeout, unreachable, "
+                "error, shutdown).", (*LABELS, "reason"), registry=registry,
+            ),
+            capture_records=Counter(
+                "modelctl_capture_records", "Capture records written to the sink.", LABELS,
+                registry=registry,
+            ),
+            capture_dropped=Counter(
+                "modelctl_capture_dropped",
+                "Capture records dropped, by reason (buffer_full, write_error, closed).",
+                (*LABELS, "reason"), registry=registry,
+            ),
+            capture_files=Counter(
+                "modelctl_capture_files", "Capture files written.", LABELS, registry=registry,
+            ),
+            labels=dict(labels),
+        )

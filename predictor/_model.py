@@ -257,7 +257,9 @@ def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
             return 503, {}
         return 429, {"retry-after": str(max(1, math.ceil(exc.retry_after_s)))}
     if isinstance(exc, DeadlineExpired):
-        return 503, {}
+        # Dropped in the queue by overload: a refusal like the 429 at the door, not a
+        # server error (the rollout's error rate must not count shed load).
+        return 429, {"retry-after": str(max(1, math.ceil(exc.waited_ms / 1000.0)))}
     if isinstance(exc, ItemFailed):
         return (400 if exc.is_input_error else 500), {}
     if isinstance(exc, BadInput):

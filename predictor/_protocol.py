@@ -6,10 +6,12 @@ message that names the problem (the caller maps it to 400).
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from predictor._errors import BadInput
 from predictor._handlers._base import Handler, RequestOptions, TensorSpec
@@ -39,10 +41,11 @@ class DecodedRequest:
 def decode_v1(payload: Any, max_instances: int) -> DecodedRequest:
     if isinstance(payload, bytes | str):
         # KServe hands over the raw body when the content-type is not JSON (curl -d
-        # sends application/x-www-form-urlencoded): accept it if it is JSON anyway.
+        # sends application/x-www-form-urlencoded): accept it if it is JSON anyway, read
+        # by KServe's own parser (Python's json would let NaN and lone surrogates in).
         try:
-            payload = json.loads(payload)
-        except ValueError:
+            payload = orjson.loads(payload)
+        except orjson.JSONDecodeError:
             raise BadInput(
                 "the body is not JSON: send a JSON object with an \"instances\" list and "
                 "content-type: application/json"
@@ -125,6 +128,10 @@ def _v2_values(tensor: Any) -> list[Any]:
                         from exc
             if not isinstance(value, str):
                 raise BadInput(f"input {tensor.name!r} is BYTES but holds {type(value).__name__}")
+            if not value.isascii() and not _is_valid_unicode(value):
+                # JSON's \ud800 escapes decode to lone surrogates, which no encoder can emit.
+                raise BadInput(f"input {tensor.name!r} holds a string that is not valid Unicode "
+                               "(a lone surrogate escape)")
             out.append(value)
         return out
     if hasattr(data, "tolist"):
@@ -133,7 +140,19 @@ def _v2_values(tensor: Any) -> list[Any]:
     for value in values:
         if not isinstance(value, int | float) or isinstance(value, str):
             raise BadInput(f"input {tensor.name!r} is {tensor.datatype} but holds non-numbers")
+        if isinstance(value, float) and not math.isfinite(value):
+            # The V2 body goes through Python's json, which accepts NaN and Infinity.
+            raise BadInput(f"input {tensor.name!r} holds NaN or Infinity, which JSON does "
+                           "not allow")
     return values
+
+
+def _is_valid_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _flatten(data: Any) -> Any:

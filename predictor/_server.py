@@ -17,12 +17,14 @@ from typing import Any
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError
 from predictor._handlers._factory import create_handler
+from predictor._head import MAX_HEAD_BYTES, head_limited_protocol
 from predictor._http import (
     PredictorMiddleware,
     predictor_error_handler,
     validation_error_handler,
 )
 from predictor._model import BatchingModel
+from predictor._tap import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
 
@@ -72,6 +74,7 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
     """PredictorServer and its gRPC server, built on first use (kserve parses argv on import)."""
     from kserve import ModelServer
     from kserve import model_server as kserve_model_server
+    from kserve.protocol.dataplane import DataPlane
     from kserve.protocol.grpc.server import GRPCServer
     from kserve.protocol.rest.server import RESTServer
 
@@ -116,6 +119,12 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
         def _add_middlewares(self, app: Any) -> None:
             return None
 
+    class ModelReadyDataPlane(DataPlane):
+        async def ready(self) -> bool:
+            models = list(self.model_registry.get_models().values())
+            return bool(models) and all([await m.healthy() for m in models]) and (
+                await super().ready())
+
     class PredictorServer(ModelServer):
         def __init__(self, config: ServerConfig) -> None:
             super().__init__(
@@ -126,7 +135,11 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 workers=1,
             )
             self.config = config
+            # KServe's server readiness (/v2/health/ready, the pod's readinessProbe) is true
+            # whenever the process is up; ours follows the model, so draining turns it off.
+            self.dataplane = ModelReadyDataPlane(model_registry=self.registered_models)
             self._model: BatchingModel | None = None
+            self._tap: Tap | None = None
             self._draining = False
 
         def start(self, models: list[Any]) -> None:
@@ -137,6 +150,13 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
 
             app.add_exception_handler(PredictorError, predictor_error_handler)
             app.add_exception_handler(RequestValidationError, validation_error_handler)
+            # Mirroring and capture: inside PredictorMiddleware (added next, so outermost),
+            # which has set the request ID and read the body by then.
+            self._tap = Tap.from_config(self.config, version=self._model.version,
+                                        task=self._model.handler.task)
+            if self._tap is not None:
+                app.add_middleware(TapMiddleware, tap=self._tap)
+                self._tap.start()
             app.add_middleware(
                 PredictorMiddleware,
                 max_body_bytes=self.config.max_body_bytes,
@@ -149,6 +169,9 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 timeout_keep_alive=self.timeout_keep_alive,
             )
             self._rest_server.config.host = self.config.http_host
+            # uvicorn bounds neither the size nor the arrival time of request headers.
+            self._rest_server.config.http = head_limited_protocol(
+                MAX_HEAD_BYTES, head_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0))
             self.servers.append(self._rest_server.start())
             if self.enable_grpc:
                 self._grpc_server = BoundGRPCServer(
@@ -164,7 +187,11 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
 
         async def _setup_and_serve(self) -> None:
             self.setup_event_loop()
-            await self._serve()
+            try:
+                await self._serve()
+            finally:
+                if self._tap is not None:  # flush captures however the server stops
+                    await self._tap.close()
 
         async def _serve(self) -> None:
             asyncio.get_running_loop().create_task(self._install_drain_handler())
@@ -198,6 +225,8 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 await self._model.drain()
             except Exception:
                 logger.exception("drain did not finish cleanly")
+            if self._tap is not None:
+                await self._tap.close()
             logger.info("drained; stopping servers")
             if self._grpc_server is not None:
                 await self._grpc_server.stop(signum)

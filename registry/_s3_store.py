@@ -147,6 +147,12 @@ class S3Store:
                               "and is AWS_ENDPOINT_URL right?")
         if isinstance(exc, OSError | bx.BotoCoreError | bx.ClientError):
             return StoreError(f"S3 error at {where} while trying to {what}: {text}")
+        from aiohttp import ClientError as StreamError
+
+        if isinstance(exc, StreamError):  # s3fs streams bodies with aiohttp: a cut transfer
+            reason = (text.strip().splitlines() or [type(exc).__name__])[0]
+            return StoreError(f"the connection to S3 at {where} broke while trying to {what}: "
+                              f"{reason}")
         return None
 
     def read_bytes(self, key: str) -> bytes | None:

@@ -1,15 +1,19 @@
 """Canary rollouts of model versions: traffic backends, analysis and the step engine.
 
 A rollout moves traffic from a stable to a canary version step by step through a
-``TrafficBackend`` (``kserve`` on Kubernetes), analyses each step against
-Prometheus, and promotes or rolls back. Its state lives on the target itself, so
-any run can resume it. Nothing here does I/O at import.
+``TrafficBackend`` (``kserve`` on Kubernetes, ``local`` for the nginx gateway of
+``modelctl dev``), analyses each step against Prometheus, and promotes or rolls
+back. Its state lives on the target itself, so any run can resume it. Nothing
+here does I/O at import.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from rollout._backend import Observation, TrafficBackend, make_backend
 from rollout._decide import Command, decide
+from rollout._devenv import DevEnv
+from rollout._devprocs import DevEnvError, DevEnvNotFound, DevEnvRunning
+from rollout._devup import UpSpec
 from rollout._engine import (
     Engine,
     RunResult,
@@ -21,6 +25,7 @@ from rollout._engine import (
 from rollout._errors import (
     AnalysisSpecError,
     BadQueryError,
+    CaptureError,
     Conflict,
     InvalidPlan,
     InvalidSteps,
@@ -32,14 +37,22 @@ from rollout._errors import (
     NotFound,
     NotReady,
     RolloutError,
+    ShadowError,
+    ShadowGateError,
     SourceUnreachableError,
+    ThresholdsError,
     UnknownBackend,
     UnsupportedTarget,
 )
 from rollout._kserve import KServeBackend
 from rollout._kube import KubeClient
+from rollout._local import LocalNginxBackend
 from rollout._metrics import MetricSource
 from rollout._plan import Plan, parse_duration_s, parse_steps
+from rollout._shadow_deploy import ShadowChange, start_shadow, stop_shadow
+from rollout._shadow_gate import require_shadow_pass
+from rollout._shadow_report import ReportRequest, ShadowReport, build_report, parse_time
+from rollout._shadow_thresholds import Thresholds, load_thresholds
 from rollout._start import start_rollout
 from rollout._state import Decision, Phase, RolloutState
 from rollout._types import AnalysisContext, AnalysisResult, Analyzer, MetricResult, Verdict
@@ -78,9 +91,14 @@ __all__ = [
     "AnalysisSpecError",
     "Analyzer",
     "BadQueryError",
+    "CaptureError",
     "Command",
     "Conflict",
     "Decision",
+    "DevEnv",
+    "DevEnvError",
+    "DevEnvNotFound",
+    "DevEnvRunning",
     "Engine",
     "InvalidPlan",
     "InvalidSteps",
@@ -90,6 +108,7 @@ __all__ = [
     "KubeConfigError",
     "KubeError",
     "LeaseHeld",
+    "LocalNginxBackend",
     "MetricResult",
     "MetricSource",
     "MetricSourceError",
@@ -99,23 +118,37 @@ __all__ = [
     "Phase",
     "Plan",
     "PrometheusSource",
+    "ReportRequest",
     "RolloutError",
     "RolloutState",
     "RunResult",
+    "ShadowChange",
+    "ShadowError",
+    "ShadowGateError",
+    "ShadowReport",
     "SourceUnreachableError",
     "StepResult",
+    "Thresholds",
+    "ThresholdsError",
     "TrafficBackend",
     "UnknownBackend",
     "UnsupportedTarget",
+    "UpSpec",
     "Verdict",
     "analysis_context",
+    "build_report",
     "decide",
     "load_analysis",
+    "load_thresholds",
     "make_backend",
     "new_holder_id",
     "parse_analysis",
     "parse_duration_s",
     "parse_steps",
+    "parse_time",
+    "require_shadow_pass",
     "run",
     "start_rollout",
+    "start_shadow",
+    "stop_shadow",
 ]

@@ -7,8 +7,7 @@ it and is applied atomically against the version that was read, so a stale
 decision fails with ``Conflict`` instead of overwriting someone else's change.
 
 Adapters: ``kserve`` (InferenceServices on Kubernetes, Knative and Standard
-modes). A ``local`` adapter for the nginx gateway of ``modelctl dev`` plugs in
-through the same interface.
+modes) and ``local`` (the nginx gateway of ``modelctl dev``).
 """
 
 from __future__ import annotations
@@ -126,7 +125,13 @@ def _kserve_factory(**kwargs: Any) -> TrafficBackend:
     return KServeBackend(**kwargs)
 
 
-_FACTORIES: dict[str, BackendFactory] = {"kserve": _kserve_factory}
+def _local_factory(**kwargs: Any) -> TrafficBackend:
+    from rollout._local import LocalNginxBackend
+
+    return LocalNginxBackend.open(**kwargs)
+
+
+_FACTORIES: dict[str, BackendFactory] = {"kserve": _kserve_factory, "local": _local_factory}
 
 
 def backend_names() -> tuple[str, ...]:

@@ -259,8 +259,9 @@ def run(engine: Engine, *, poll_s: float = 5.0, deadline_s: float | None = None,
     """Tick ``engine`` until the rollout is promoted or rolled back, or the deadline passes.
 
     An API or store that fails for a moment (an unreachable API server, a conflict
-    streak, a 5xx) is retried at the next tick, up to ``MAX_TRANSIENT_ERRORS`` in a
-    row: a run that dies on a blip would hold its lease until it expires.
+    streak, a 5xx, a timeout) is retried with exponential backoff from ``poll_s`` (at
+    most a third of the lease), up to ``MAX_TRANSIENT_ERRORS`` in a row: a run that
+    dies on a blip would hold its lease until it expires.
     """
     from registry import StoreError
 
@@ -295,6 +296,10 @@ def run(engine: Engine, *, poll_s: float = 5.0, deadline_s: float | None = None,
             if deadline_s is not None and now - start >= deadline_s and last is not None:
                 return RunResult("deadline", last)
             wait = min(poll_s, engine.lease_s / 3)
+            if result is None:
+                # Back off while the API or the store keeps failing, but never past a third
+                # of the lease, so that a recovered API still sees the lease renewed.
+                wait = min(poll_s * 2 ** (errors - 1), engine.lease_s / 3)
             if result is not None and result.wait_s is not None:
                 wait = min(wait, result.wait_s)
             if deadline_s is not None:

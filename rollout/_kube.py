@@ -1,7 +1,8 @@
 """Every call to the Kubernetes API that ``rollout`` makes, in one place.
 
 Only namespaced calls, and only these (the RBAC Role in manifests/ grants
-exactly their verbs): InferenceServices get/list/patch, Events create/list.
+exactly their verbs): InferenceServices get/list/patch, and create/delete for the
+shadow InferenceService of ``modelctl shadow``; Events create/list.
 Library errors become ``rollout`` errors here: 404 -> ``NotFound``, 409 ->
 ``Conflict``, anything else -> ``KubeError`` with one readable line.
 """
@@ -122,6 +123,22 @@ class KubeClient:
             self._custom.patch_namespaced_custom_object(
                 GROUP, VERSION, namespace, PLURAL, name, dict(patch),
                 _request_timeout=self.timeout_s))))
+
+    def create_isvc(self, namespace: str, body: Mapping[str, Any]) -> None:
+        """Create an InferenceService; Conflict if one of that name exists."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        what = f"InferenceService {namespace}/{name}"
+        try:
+            self._call(what, lambda: self._custom.create_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, dict(body), _request_timeout=self.timeout_s))
+        except Conflict as exc:
+            raise Conflict(f"{what} already exists") from exc
+
+    def delete_isvc(self, namespace: str, name: str) -> None:
+        """Delete an InferenceService (its pods go with it); NotFound if there is none."""
+        what = f"InferenceService {namespace}/{name}"
+        self._call(what, lambda: self._custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self.timeout_s))
 
     # -- Events --------------------------------------------------------------------
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:

@@ -22,7 +22,9 @@ from predictor._handlers._base import (
     read_task_options,
 )
 
-_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above"}
+# An echoed instance goes back through orjson, which refuses to encode past 254 levels.
+MAX_NESTING = 64
+_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix"}
 
 
 class PoisonItemError(ValueError):
@@ -47,6 +49,8 @@ class FixedLatencyHandler:
         oom_above = options.get("oom_above")
         self.oom_above = int(oom_above) if oom_above is not None else None
         self.max_input_chars = max_input_chars
+        # A version whose outputs differ from the echo (shadow-evaluation tests).
+        self.output_prefix = str(options.get("output_prefix", ""))
         if self.latency_s < 0 or (self.max_batch_size or 0) < 1:
             raise BadInput("fixed-latency needs latency_ms >= 0 and max_batch_size >= 1")
 
@@ -58,8 +62,14 @@ class FixedLatencyHandler:
             raise BadInput(
                 f"instance has {len(instance)} characters; the limit is {self.max_input_chars}"
             )
-        if isinstance(instance, list | dict) and len(str(instance)) > self.max_input_chars:
-            raise BadInput(f"instance is larger than {self.max_input_chars} characters")
+        if isinstance(instance, list | dict):
+            # Shape first, walking at most max_input_chars values: str() of a deep instance
+            # would overflow repr (and the JSON encoder), of a huge one stall the loop.
+            problem = _shape_problem(instance, MAX_NESTING, self.max_input_chars)
+            if problem:
+                raise BadInput(f"instance is {problem}")
+            if len(str(instance)) > self.max_input_chars:
+                raise BadInput(f"instance is larger than {self.max_input_chars} characters")
         return instance
 
     def prepare(self, items: Sequence[Any]) -> list[Any]:
@@ -77,6 +87,8 @@ class FixedLatencyHandler:
         if any(isinstance(item, dict) and item.get("poison") is True for item in batch):
             raise PoisonItemError("poison item in batch")
         time.sleep(self.latency_s)
+        if self.output_prefix:
+            return [self.output_prefix + x if isinstance(x, str) else x for x in batch]
         return list(batch)
 
     def to_v1(self, result: Any) -> Any:
@@ -90,3 +102,19 @@ class FixedLatencyHandler:
 
     def last_batch_report(self) -> BatchReport:
         return BatchReport()
+
+
+def _shape_problem(value: Any, max_depth: int, max_values: int) -> str | None:
+    """Why ``value`` is too deep or holds too many values to echo, or None (iterative)."""
+    stack = [(value, 1)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        children = list(node.values()) if isinstance(node, dict) else node
+        seen += len(children)
+        if seen > max_values:  # each value takes at least one character
+            return f"larger than {max_values} characters"
+        stack.extend((c, depth + 1) for c in children if isinstance(c, list | dict))
+    return None

@@ -121,20 +121,25 @@ class TextModelHandler:
         refuse_pickle_weights(self.model_dir)
         self.device = resolve_device(self.requested_device)
         torch_dtype = resolve_dtype(self.requested_dtype, self.device)
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            str(self.model_dir), local_files_only=True, trust_remote_code=False
-        )
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(
+                str(self.model_dir), local_files_only=True, trust_remote_code=False
+            )
+            model_cls = self._model_class()
+            self.model = model_cls.from_pretrained(
+                str(self.model_dir),
+                local_files_only=True,
+                trust_remote_code=False,
+                use_safetensors=True,
+                dtype=torch_dtype,
+            )
+        except Exception as exc:  # a broken artifact: one line for the operator, no traceback
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+            raise BadInput(f"cannot load the model in {self.model_dir}: "
+                           f"{type(exc).__name__}: {reason}") from exc
         self.tokenizer.padding_side = self.padding_side
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        model_cls = self._model_class()
-        self.model = model_cls.from_pretrained(
-            str(self.model_dir),
-            local_files_only=True,
-            trust_remote_code=False,
-            use_safetensors=True,
-            dtype=torch_dtype,
-        )
         self.model.to(self.device)
         self.model.eval()
 

@@ -23,6 +23,8 @@ def test_scanner_maps_calls_to_permissions() -> None:
     assert sorted((u.group, u.resource, u.verb) for u in uses) == [
         ("", "events", "create"),
         ("", "events", "list"),
+        ("serving.kserve.io", "inferenceservices", "create"),
+        ("serving.kserve.io", "inferenceservices", "delete"),
         ("serving.kserve.io", "inferenceservices", "get"),
         ("serving.kserve.io", "inferenceservices", "list"),
         ("serving.kserve.io", "inferenceservices", "patch"),

@@ -70,8 +70,8 @@ CASES = {
     "role-extra-verb.yaml": [
         (
             0,
-            "$.rules[0].verbs[3]",
-            'verb "delete" on inferenceservices.serving.kserve.io is granted but no call '
+            "$.rules[0].verbs[5]",
+            'verb "update" on inferenceservices.serving.kserve.io is granted but no call '
             "under ok/ uses it",
         ),
         (

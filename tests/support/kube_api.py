@@ -50,16 +50,23 @@ class _Emulator(kmock.KubernetesEmulator):
     log: list[Logged] = attrs.field(factory=list, init=False)
     races: list[tuple[str, str, dict[str, Any]]] = attrs.field(factory=list, init=False)
     outage: int = attrs.field(default=0, init=False)
+    outage_status: int = attrs.field(default=503, init=False)
+    delays: list[tuple[float, bool]] = attrs.field(factory=list, init=False)
 
     async def _handle(self, request: Any) -> Any:
         self.log.append(Logged(str(request.method.value).upper(), request.url.path, request.data))
         if self.outage > 0:
             self.outage -= 1
-            raise k8s.KubernetesError(status=503, reason="ServiceUnavailable",
+            raise k8s.KubernetesError(status=self.outage_status, reason="ServiceUnavailable",
                                       message="the API server is restarting")
+        delay_s, after = self.delays.pop(0) if self.delays else (0.0, False)
+        if delay_s and not after:
+            await asyncio.sleep(delay_s)  # the client gives up; the request still lands
         try:
             return await self._handle_logged(request)
         finally:
+            if delay_s and after:
+                await asyncio.sleep(delay_s)  # it landed, but the answer comes too late
             # kmock matches each request by scanning every request it has kept, so
             # matching slows down linearly; keep only the recent ones (``log`` has all).
             del self._requests[:-32]
@@ -214,10 +221,26 @@ class KubeAPI:
         assert self._emulator is not None
         self._emulator.races.append((namespace, name, patch))
 
-    def fail_next(self, requests: int) -> None:
-        """Answer the next ``requests`` requests with 503, as an API server that restarts."""
+    def fail_next(self, requests: int, status: int = 503) -> None:
+        """Answer the next ``requests`` requests with ``status`` (503: an API server that
+        restarts; 500: one that fails)."""
         assert self._emulator is not None
+        self._emulator.outage_status = status
         self._emulator.outage = requests
+
+    def clear_faults(self) -> None:
+        """Drop every failure, delay and race still waiting for a request."""
+        assert self._emulator is not None
+        self._emulator.outage = 0
+        self._emulator.delays.clear()
+        self._emulator.races.clear()
+
+    def delay_next(self, requests: int, seconds: float, *, after: bool = False) -> None:
+        """Hold the next ``requests`` requests for ``seconds`` (longer than a client's timeout
+        makes it a timeout): before handling them, or ``after`` (the change lands, the
+        answer is late)."""
+        assert self._emulator is not None
+        self._emulator.delays.extend([(seconds, after)] * requests)
 
     # -- clients ----------------------------------------------------------------------
     def api_client(self) -> Any:
