@@ -35,8 +35,23 @@ pytest: setup
 
 test: setup lint typecheck pytest
 
+# The project's own benchmarks (docs/BENCHMARKS.md); peers: make bench-peers.
 bench: setup
-	$(PY) -m bench.run_all
+	$(PY) -m bench.predictor_bench all
+	$(PY) -m bench.registry_bench --runs 3
+	$(PY) -m bench.shadow_bench
+
+# The promise tests of docs/RELIABILITY.md at full length: 60 s of 5x overload, SIGTERM
+# x20, `rollout run` killed x20, 5000 fuzz cases per body kind (make test runs them short).
+.PHONY: soak
+soak: setup
+	MODELCTL_SOAK=1 $(VENV)/bin/python -m pytest tests/reliability -m soak --timeout 3600 $(PYTEST_ARGS)
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
+
+# Benchmarks against peers (issue 9): Ray Serve and BentoML go into bench/.venv-peers.
+.PHONY: bench-peers
+bench-peers: setup-python
+	@bench/peers/setup.sh
+	$(PY) -m bench.compare all
