@@ -131,7 +131,7 @@ class PredictorMiddleware:
                     status[0] = 400
                     await _send_json(send, 400, {"error": problem}, [id_header])
                     return
-                receive = _replay(body_or_error, receive)
+                receive = replay_body(body_or_error, receive)
             await self.app(scope, receive, send_with_id)
         finally:
             if is_predict:
@@ -251,7 +251,8 @@ def duplicate_key(scope: Scope, body: bytes) -> str | None:
     return None
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay_body(body: bytes, receive: Receive) -> Receive:
+    """A receive() that hands the app ``body`` (already read) and then the real stream."""
     sent = False
 
     async def replay() -> Message:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from predictor._http import PREDICT_PATH
+from predictor._http import PREDICT_PATH, replay_body
 
 if TYPE_CHECKING:
     from predictor._capture import CaptureSink
@@ -150,7 +150,7 @@ class TapMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, _replay(body, receive), tee)
+            await self.app(scope, replay_body(body, receive), tee)
         except Exception:
             status[0] = status[0] or 500  # Starlette's error middleware answers 500
             raise
@@ -187,16 +187,3 @@ async def _read_body(receive: Receive) -> bytes | None:
         chunks.append(bytes(message.get("body", b"")))
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def _replay(body: bytes, receive: Receive) -> Receive:
-    sent = False
-
-    async def replay() -> Message:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        return await receive()
-
-    return replay
