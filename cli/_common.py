@@ -17,3 +17,13 @@ RegistryOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+
+# Kubernetes connection options, shared by every group that talks to a cluster.
+Namespace = Annotated[str | None, typer.Option(
+    "--namespace", "-n", help="Namespace (default: the kubeconfig context's, else default).",
+    show_default=False)]
+Kubeconfig = Annotated[str | None, typer.Option(
+    "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).",
+    show_default=False)]
+Context = Annotated[str | None, typer.Option(
+    "--context", help="kubeconfig context (default: the current one).", show_default=False)]

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from cli._common import JsonOption, RegistryOption
+from cli._common import Context, JsonOption, Kubeconfig, Namespace, RegistryOption
 from cli._output import emit, print_json
 
 if TYPE_CHECKING:
@@ -40,14 +40,6 @@ EXIT_ROLLED_BACK = 1
 EXIT_UNFINISHED = 3
 
 Isvc = Annotated[str, typer.Argument(metavar="ISVC", help="InferenceService name.")]
-Namespace = Annotated[str | None, typer.Option(
-    "--namespace", "-n", help="Namespace (default: the kubeconfig context's, else default).",
-    show_default=False)]
-Kubeconfig = Annotated[str | None, typer.Option(
-    "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).",
-    show_default=False)]
-Context = Annotated[str | None, typer.Option(
-    "--context", help="kubeconfig context (default: the current one).", show_default=False)]
 PrometheusUrl = Annotated[str | None, typer.Option(
     "--prometheus-url", envvar="MODELCTL_PROMETHEUS_URL",
     help="Prometheus that scrapes the predictors, e.g. http://prometheus:9090.",

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from cli._common import JsonOption, RegistryOption
+from cli._common import Context, JsonOption, Kubeconfig, Namespace, RegistryOption
 from cli._output import emit, print_json
 
 app = typer.Typer(
@@ -27,14 +27,6 @@ EXIT_FAIL = 1
 EXIT_INCONCLUSIVE = 3
 
 Isvc = Annotated[str, typer.Argument(metavar="ISVC", help="The primary InferenceService.")]
-Namespace = Annotated[str | None, typer.Option(
-    "--namespace", "-n", help="Namespace (default: the kubeconfig context's, else default).",
-    show_default=False)]
-Kubeconfig = Annotated[str | None, typer.Option(
-    "--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config, in-cluster).",
-    show_default=False)]
-Context = Annotated[str | None, typer.Option(
-    "--context", help="kubeconfig context (default: the current one).", show_default=False)]
 DryRun = Annotated[bool, typer.Option("--dry-run", help="Print the changes; write nothing.")]
 
 
