@@ -5,6 +5,7 @@ Serve and BentoML, on the same machine and workloads, under open-loop load.
     python -m bench.compare all                # tune, then the matrix, then the plots
     python -m bench.compare tune               # only the knob sweep (fixed-latency)
     python -m bench.compare matrix --tuning bench/results/peers-tuning.json
+    python -m bench.compare report             # peers.md and plots again from peers.json
 
 ``tune`` sweeps each server's main knob on fixed-latency (one short run per load
 point, rising until a point is saturated) and keeps the value that sustains the most.
@@ -156,7 +157,7 @@ def _machine() -> str:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("what", choices=("all", "tune", "matrix"))
+    parser.add_argument("what", choices=("all", "tune", "matrix", "report"))
     parser.add_argument("--servers", default=",".join(SERVERS),
                         help="comma-separated, from: " + ", ".join(SERVERS))
     parser.add_argument("--workloads", default="fixed-latency,embedding")
@@ -191,6 +192,9 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python -m bench.compare " + " ".join(argv)
+    if args.what == "report":
+        _write_report(args.out, json.loads((args.out / "peers.json").read_text()))
+        return 0
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         log_dir, registry = Path(tmp), Path(tmp) / "registry"
         prepare_registry(registry, LATENCY_MS)
@@ -218,15 +222,19 @@ def main(argv: list[str]) -> int:
                    "protocol": asdict(_protocol(args)), "protocol_text": _protocol_text(args),
                    "tuning": tuning, "workloads": matrix(args, tuned, registry, log_dir)}
     (args.out / "peers.json").write_text(json.dumps(results, indent=2) + "\n")
-    from bench.peers._report import markdown
+    _write_report(args.out, results)
+    return 0
 
-    (args.out / "peers.md").write_text(markdown(results) + "\n")
+
+def _write_report(out: Path, results: dict[str, Any]) -> None:
+    """peers.md and the plots from the results (``report`` redoes them from peers.json)."""
+    from bench.peers._report import markdown
     from bench.plots import plot_all
 
-    for path in plot_all(args.out / "peers.json", args.out):
+    (out / "peers.md").write_text(markdown(results) + "\n")
+    for path in plot_all(out / "peers.json", out):
         print(f"wrote {path}")
     print(markdown(results))
-    return 0
 
 
 def _today() -> str:

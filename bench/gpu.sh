@@ -14,13 +14,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-bench/results/gpu-$(date -u +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT"
 started=$(date +%s)
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
   echo "gpu.sh: no working nvidia-smi: this script needs a CUDA machine" >&2
   exit 2
 fi
+mkdir -p "$OUT"
 nvidia-smi > "$OUT/nvidia-smi.txt"
 
 # torch 2.13.0 from PyPI is the CUDA build on Linux x86_64; a CPU-only wheel cache

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.peers._configs import SLO_P99_MS
+from bench.peers._configs import LOOSE_P99_MS, SLO_P99_MS
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -40,6 +40,7 @@ def plot_workload(part: dict[str, Any], out_dir: Path, title: str) -> Path:
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     fig, (ax_lat, ax_tput) = plt.subplots(1, 2, figsize=(13, 5))
     limit = part.get("physical_limit_rps")
@@ -50,6 +51,8 @@ def plot_workload(part: dict[str, Any], out_dir: Path, title: str) -> Path:
         xs, ys, lo, hi = _series(line["rows"], "throughput_rps")
         ax_tput.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=line["label"])
     ax_lat.axhline(SLO_P99_MS, color="red", linestyle="--", label=f"p99 budget {SLO_P99_MS:.0f} ms")
+    ax_lat.axhline(LOOSE_P99_MS, color="red", linestyle=":", alpha=0.5,
+                   label=f"looser budget {LOOSE_P99_MS:.0f} ms (not the target)")
     if part.get("latency_floor_ms"):
         ax_lat.axhline(part["latency_floor_ms"], color="grey", linestyle=":",
                        label=f"latency floor {part['latency_floor_ms']:.0f} ms")
@@ -64,8 +67,10 @@ def plot_workload(part: dict[str, Any], out_dir: Path, title: str) -> Path:
     # Loads span 5 to 1,000+ req/s: log axes keep the low points readable.
     for ax in (ax_lat, ax_tput):
         ax.set_xscale("log")
-    ax_tput.set_yscale("log")
-    ax_lat.set_yscale("log")
+        ax.set_yscale("log")
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_formatter(ScalarFormatter())
+            axis.set_minor_formatter(NullFormatter())
     ax_lat.set_xlabel("offered load (req/s)")
     ax_lat.set_ylabel("p99 latency of 2xx answers (ms, log)")
     ax_lat.set_title(f"{title}: p99 latency")

@@ -163,10 +163,13 @@ def test_report_states_capacity_ratio_and_the_verdict_plainly() -> None:
     text = markdown(_results(900.0, 400.0))
     assert "| fixed-latency | 1000 | modelctl (max_batch_wait_ms=50, default) | 900 | 0.90 |" \
         in text
-    assert "(2.25x); 0.90 of the limit: target met." in text
+    assert "(2.25x, needs 1.5x: yes); 0.90 of the physical limit (needs 0.8: yes): target met." \
+        in text
     assert "not run (past saturation): 200" in text
     missed = markdown(_results(900.0, 700.0))
-    assert "target NOT met" in missed
+    assert "needs 1.5x: no" in missed and "target NOT met" in missed
+    low = markdown(_results(500.0, 100.0))  # 5x the best peer, but half the limit
+    assert "needs 0.8: no" in low and "target NOT met" in low
     none = markdown(_results(None, None))
     assert "| < 50 |" in none and "target NOT met" in none
 
@@ -195,3 +198,15 @@ def test_a_load_point_keeps_median_min_and_max_of_its_runs() -> None:
     assert point["status_counts"]["503"] == {"median": 5, "min": 0, "max": 10}
     assert point["mean_batch"] is None  # not observable: said so, never made up
     assert len(point["runs"]) == 3
+
+
+def test_past_the_deadline_a_ladder_starts_nothing(tmp_path: Path) -> None:
+    import time
+
+    from bench.peers._measure import RunProtocol, run_ladder
+
+    line = run_ladder(PeerConfig("modelctl"), Workload("fixed-latency"), [50, 200],
+                      RunProtocol(), tmp_path, deadline=time.monotonic() - 1)
+    assert line["rows"] == [] and line["loads_not_run"] == [50, 200]
+    assert line["sustained_rps"] is None and line["start_s"] == []
+    assert line["config"]["max_batch_wait_ms"] == 50.0
