@@ -135,9 +135,18 @@ def test_the_predictor_serves_as_nobody_on_a_read_only_root(
     model = tmp_path / "model"
     Registry.open(str(demo_registry)).fetch("demo-embed", "stable", model)
     port = free_port()
+    # The empty tmpfs on /tmp would hide a checkout (and its .venv) that lives under /tmp,
+    # as a CI clone may: keep it on /srv first and bind it back, read-only, afterwards.
+    keep = ""
+    restore = ""
+    if ROOT.is_relative_to("/tmp"):
+        keep = f" && mount --bind {ROOT} /srv"
+        restore = (f" && mkdir -p {ROOT} && mount --bind /srv {ROOT}"
+                   f" && mount -o remount,bind,ro {ROOT}")
     script = (
-        f"mount --bind {model} /mnt && mount -o remount,bind,ro /mnt"
+        f"mount --bind {model} /mnt && mount -o remount,bind,ro /mnt{keep}"
         " && mount -o remount,bind,ro / && mount -t tmpfs -o size=256m,mode=1777 tmpfs /tmp"
+        f"{restore}"
         " && exec setpriv --reuid 65534 --regid 65534 --clear-groups --no-new-privs"
         f" {sys.executable} -m predictor --model_name demo-embed --model_dir /mnt"
         f" --http_host 127.0.0.1 --http_port {port} --enable_grpc false"
