@@ -84,9 +84,6 @@ class Predictor:
     def metrics(self) -> str:
         return httpx.get(f"{self.url}/metrics", timeout=10).text
 
-    def rss_bytes(self) -> int:
-        return int(psutil.Process(self.proc.pid).memory_info().rss)
-
     def log(self) -> str:
         return self.proc.log_path.read_text(errors="replace")
 

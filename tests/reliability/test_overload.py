@@ -129,7 +129,7 @@ def test_5x_overload_answers_200_or_429_and_recovers(server: Predictor) -> None:
                               timeout_s=timeout_s)
     after = requests_by_code(server)
     recovery_start = time.monotonic()
-    recovery = run_open_loop(url, rate=RECOVERY_RPS, duration_s=scaled(5, 10), body=BODY,
+    recovery = run_open_loop(url, rate=RECOVERY_RPS, duration_s=scaled(4, 10), body=BODY,
                              timeout_s=timeout_s)
 
     record("overload.offered_rps", OVERLOAD_RPS)
