@@ -31,6 +31,7 @@ from rollout._devprocs import (
 )
 from rollout._gateway import Routes
 from tests.dev.conftest import MODEL
+from tests.support.cli import run_cli
 
 
 def test_predictor_args_take_three_spellings_and_refuse_what_dev_sets() -> None:
@@ -115,20 +116,6 @@ def test_the_local_backend_refuses_stale_writes_and_reports_what_blocks_a_start(
 
 
 # -- the CLI's errors: one line, exit 2 ------------------------------------------------
-def _modelctl(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-              *args: str) -> tuple[int, str, str]:
-    from cli._app import main
-
-    monkeypatch.setattr(sys, "argv", ["modelctl", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-    out = capsys.readouterr()
-    return code, out.out, out.err
-
-
 @pytest.fixture
 def clean_env(tmp_path: Path, dev_registry: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     state_dir = tmp_path / "dev"
@@ -152,7 +139,7 @@ def clean_env(tmp_path: Path, dev_registry: Path, monkeypatch: pytest.MonkeyPatc
 def test_user_errors_are_one_line_and_exit_2(clean_env: Path, monkeypatch: pytest.MonkeyPatch,
                                              capsys: pytest.CaptureFixture[str],
                                              args: tuple[str, ...], message: str) -> None:
-    code, out, err = _modelctl(monkeypatch, capsys, *args)
+    code, out, err = run_cli(monkeypatch, capsys, *args)
     assert code == 2, (out, err)
     assert err.startswith("error: ") and message in err and err.count("\n") == 1, err
     assert not list(clean_env.glob("*/state.json"))  # nothing was left behind
@@ -164,6 +151,6 @@ def test_up_refuses_a_port_that_is_taken(clean_env: Path, monkeypatch: pytest.Mo
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        code, _, err = _modelctl(monkeypatch, capsys, "dev", "up", MODEL, "--port", str(port))
+        code, _, err = run_cli(monkeypatch, capsys, "dev", "up", MODEL, "--port", str(port))
     assert code == 2 and f"port {port} on 127.0.0.1 is in use" in err
     assert not (clean_env / MODEL / "state.json").exists()

@@ -16,6 +16,7 @@ import httpx
 import pytest
 
 from tests.support import ManagedProcess, free_port, wait_for, wait_http_ok
+from tests.support.cli import run_cli  # noqa: F401 - re-exported for the shadow tests
 
 
 @dataclass
@@ -137,22 +138,6 @@ def wait_records(capture: Path, count: int, timeout_s: float = 30, **where: str
 
     wait_for(enough, timeout_s=timeout_s, interval_s=0.1, what=f"{count} records {where}")
     return found
-
-
-def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-            *args: str) -> tuple[int, str, str]:
-    """``modelctl ARGS`` in this process through the CLI's own main(): (code, out, err)."""
-    from cli._app import main
-
-    capsys.readouterr()
-    monkeypatch.setattr(sys, "argv", ["modelctl", *args])
-    code = 0
-    try:
-        main()
-    except SystemExit as exc:
-        code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def timed(call: Any) -> tuple[float, Any]:
