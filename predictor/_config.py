@@ -38,6 +38,9 @@ class ServerConfig:
     inject_latency_ms: float = 0.0
     inject_error_rate: float = 0.0
     verify_checksums: bool = True
+    fast_path: bool = True
+    gil_switch_interval_ms: float = 1.0
+    torch_threads: int = 0
     shadow_url: str = ""
     shadow_sample_rate: float = 1.0
     shadow_timeout_ms: float = 10000.0
@@ -64,6 +67,11 @@ class ServerConfig:
         for name in ("max_batch_wait_ms", "max_batch_tokens", "inject_latency_ms"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name} must be >= 0, got {getattr(self, name)}")
+        if self.torch_threads < 0:
+            problems.append(f"--torch_threads must be >= 0, got {self.torch_threads}")
+        if not 0 < self.gil_switch_interval_ms <= 100:
+            problems.append("--gil_switch_interval_ms must be in (0, 100], got "
+                            f"{self.gil_switch_interval_ms}")
         if self.request_timeout_ms <= 0:
             problems.append(f"--request_timeout_ms must be > 0, got {self.request_timeout_ms}")
         if self.drain_timeout_s <= 0:
@@ -99,6 +107,13 @@ _HELP: dict[str, str] = {
     "inject_latency_ms": "Testing: extra latency added to every batch (makes a slow version).",
     "inject_error_rate": "Testing: fraction of requests answered 500 (makes a failing version).",
     "verify_checksums": "Verify MANIFEST.json checksums before loading (refuse on mismatch).",
+    "gil_switch_interval_ms": "How long a Python thread may hold the GIL while another "
+    "waits (Python's default is 5): the device thread hands each finished batch back to "
+    "the event loop through it.",
+    "torch_threads": "Threads torch uses inside one forward pass; 0 keeps torch's choice (one "
+    "per core). Fewer leave cores to the HTTP loop when it shares a small machine.",
+    "fast_path": "Answer this model's V1 predict requests with KServe's endpoint code run "
+    "straight from ASGI, skipping FastAPI's routing (same answers, about half the CPU).",
     "shadow_url": "Mirror sampled requests, after answering them, to this base URL "
     "(http://host:port; the request's path is kept). Empty: no mirroring.",
     "shadow_sample_rate": "Fraction of requests mirrored to --shadow_url (0-1, by request ID).",

@@ -251,6 +251,18 @@ def duplicate_key(scope: Scope, body: bytes) -> str | None:
     return None
 
 
+async def read_body(receive: Receive) -> bytes | None:
+    """The whole body (already bounded by PredictorMiddleware), or None if the client left."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunks.append(bytes(message.get("body", b"")))
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
 def replay_body(body: bytes, receive: Receive) -> Receive:
     """A receive() that hands the app ``body`` (already read) and then the real stream."""
     sent = False

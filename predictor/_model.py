@@ -61,6 +61,13 @@ class BatchingModel(kserve.Model):
         self.handler = handler
         self.version = version
         self.metrics = PredictorMetrics.create(config.model_name, version, config.role)
+        # Children bound once: labels() per request or per item showed in profiles.
+        labels = self.metrics.labels
+        self._queue_depth = self.metrics.queue_depth.labels(**labels)
+        self._queue_wait = self.metrics.queue_wait.labels(**labels)
+        self._batch_size = self.metrics.batch_size.labels(**labels)
+        self._batch_duration = self.metrics.batch_duration.labels(**labels)
+        self._batch_cap = self.metrics.batch_cap.labels(**labels)
         cap = config.max_batch_size
         if handler.max_batch_size is not None and handler.max_batch_size < cap:
             logger.warning("max_batch_size %d lowered to the task's limit of %d",
@@ -91,7 +98,7 @@ class BatchingModel(kserve.Model):
         self._warmup = (len(items), time.monotonic() - run_started)
         logger.info("model %s version %s warm (%.0f ms warm-up batch)", self.name, self.version,
                     (time.monotonic() - started) * 1000)
-        self.metrics.batch_cap.labels(**self.metrics.labels).set(self.batch_config.max_batch_size)
+        self._batch_cap.set(self.batch_config.max_batch_size)
         self.ready = True
         return True
 
@@ -131,12 +138,11 @@ class BatchingModel(kserve.Model):
         return results
 
     def _on_batch(self, stats: BatchStats) -> None:
-        labels = self.metrics.labels
-        self.metrics.batch_size.labels(**labels).observe(stats.size)
-        self.metrics.batch_duration.labels(**labels).observe(stats.duration_s)
+        self._batch_size.observe(stats.size)
+        self._batch_duration.observe(stats.duration_s)
         for wait_s in stats.queue_waits_s:
-            self.metrics.queue_wait.labels(**labels).observe(wait_s)
-        self.metrics.batch_cap.labels(**labels).set(stats.cap)
+            self._queue_wait.observe(wait_s)
+        self._batch_cap.set(stats.cap)
         self._sync_expired()
 
     def _sync_expired(self) -> None:
@@ -193,20 +199,20 @@ class BatchingModel(kserve.Model):
         timeout_ms = request_timeout_ms(headers, self.config.request_timeout_ms)
         deadline = started + timeout_ms / 1000.0
         items = [self.handler.parse(x, request.options) for x in request.instances]
-        if self.handler.prepare_is_cheap:
+        if self.handler.prepare_is_cheap(items):
             prepared = self.handler.prepare(items)
         else:
-            # Tokenisation runs on its own pool: never on the event loop, never behind
-            # the forward pass on the device thread.
+            # Tokenisation of long texts runs on its own pool: never stalling the event
+            # loop, never behind the forward pass on the device thread.
             loop = asyncio.get_running_loop()
             prepared = await loop.run_in_executor(self._prepare_pool, self.handler.prepare,
                                                   items)
         batcher = await self.batcher()
-        self.metrics.queue_depth.labels(**self.metrics.labels).set(batcher.queue_depth)
+        self._queue_depth.set(batcher.queue_depth)
         try:
             results = await batcher.submit(prepared, deadline, timeout_ms=timeout_ms)
         finally:
-            self.metrics.queue_depth.labels(**self.metrics.labels).set(batcher.queue_depth)
+            self._queue_depth.set(batcher.queue_depth)
         if self.config.inject_error_rate > 0 and (
             self._random.random() < self.config.inject_error_rate
         ):

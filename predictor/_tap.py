@@ -13,11 +13,19 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from predictor._http import PREDICT_PATH, replay_body
+from predictor._http import (
+    PREDICT_PATH,
+    ASGIApp,
+    Message,
+    Receive,
+    Scope,
+    Send,
+    read_body,
+    replay_body,
+)
 
 if TYPE_CHECKING:
     from predictor._capture import CaptureSink
@@ -25,12 +33,6 @@ if TYPE_CHECKING:
     from predictor._shadow import Mirror
 
 logger = logging.getLogger("predictor")
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 SHADOW_HEADER = "x-shadow"
 # Request headers a mirrored copy keeps: what the body means, and the client's deadline.
@@ -136,7 +138,7 @@ class TapMiddleware:
             await self.app(scope, receive, send)
             return
         started, wall = time.monotonic(), time.time()
-        body = await _read_body(receive)
+        body = await read_body(receive)
         if body is None:  # the client went away before sending it all: nothing to answer
             return
         status = [0]
@@ -176,14 +178,3 @@ def _exchange(scope: Scope, body: bytes, status: int, response: bytes, wall: flo
         latency_s=latency_s,
         is_shadow=shadow in (b"true", b"1", b"yes"),
     )
-
-
-async def _read_body(receive: Receive) -> bytes | None:
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(bytes(message.get("body", b"")))
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)

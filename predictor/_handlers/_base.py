@@ -55,10 +55,12 @@ class Handler(Protocol):
     inputs: tuple[TensorSpec, ...]
     outputs: tuple[TensorSpec, ...]
     max_batch_size: int | None
-    # True when prepare() is trivial: it then runs inline instead of on the pool.
-    prepare_is_cheap: bool
-
     def load(self) -> None: ...
+
+    def prepare_is_cheap(self, items: Sequence[Any]) -> bool:
+        """True when prepare(items) costs less than a trip to the prepare pool (tens of
+        microseconds): it then runs inline on the event loop."""
+        ...
 
     def parse(self, instance: Any, options: RequestOptions) -> Any: ...
 

@@ -37,7 +37,6 @@ class FixedLatencyHandler:
     task = "fixed-latency"
     inputs = (TensorSpec("input", "BYTES", (-1,)),)
     outputs = (TensorSpec("output", "BYTES", (-1,)),)
-    prepare_is_cheap = True
 
     def __init__(self, model_dir: Path, *, max_input_chars: int = 20000, **_: Any) -> None:
         options = read_task_options(Path(model_dir))
@@ -71,6 +70,9 @@ class FixedLatencyHandler:
             if len(str(instance)) > self.max_input_chars:
                 raise BadInput(f"instance is larger than {self.max_input_chars} characters")
         return instance
+
+    def prepare_is_cheap(self, items: Sequence[Any]) -> bool:
+        return True
 
     def prepare(self, items: Sequence[Any]) -> list[Any]:
         return list(items)

@@ -17,6 +17,9 @@ from predictor._handlers._base import (
     require_text,
 )
 
+# Requests whose texts total at most this many characters are tokenised on the event loop.
+INLINE_PREPARE_CHARS = 256
+
 
 @dataclass(frozen=True)
 class TextItem:
@@ -90,7 +93,6 @@ class TextModelHandler:
     inputs = (TensorSpec("text", "BYTES", (-1,)),)
     outputs: tuple[TensorSpec, ...] = ()
     max_batch_size: int | None = None
-    prepare_is_cheap = False
     padding_side = "right"
     add_special_tokens = True
 
@@ -168,6 +170,13 @@ class TextModelHandler:
         if unknown:
             raise BadInput(f"unknown parameters: {', '.join(sorted(unknown))}")
         return options
+
+    def prepare_is_cheap(self, items: Sequence[TextItem]) -> bool:
+        # Measured with MiniLM's fast tokenizer: ~40 us for 20 characters, ~210 us for
+        # 250, 9 ms for 20,000. Short texts cost less inline than the hop to the pool
+        # and back (two thread switches, each waiting for the GIL); long ones must not
+        # stall the event loop.
+        return sum(len(item.text) for item in items) <= INLINE_PREPARE_CHARS
 
     def prepare(self, items: Sequence[TextItem]) -> list[Tokenized]:
         limit = getattr(self.tokenizer, "model_max_length", 512)
