@@ -28,6 +28,15 @@ class Server:
         times = psutil.Process(self.proc.pid).cpu_times()
         return float(times.user + times.system)
 
+    def counters(self) -> dict[str, float]:
+        """Requests refused at the door (all reasons) and items expired in the queue."""
+        text = httpx.get(f"{self.url}/metrics", timeout=10).text
+        out = {"rejections": 0.0, "expired": 0.0}
+        for line in text.splitlines():
+            if m := re.match(r"modelctl_(rejections|items_expired)_total\{.*\} (\S+)$", line):
+                out["rejections" if m.group(1) == "rejections" else "expired"] += float(m.group(2))
+        return out
+
     def batch_totals(self) -> tuple[float, float]:
         """(sum of batch sizes, number of batches) from /metrics."""
         text = httpx.get(f"{self.url}/metrics", timeout=10).text

@@ -15,9 +15,9 @@ import argparse
 import json
 import platform
 import statistics
+import subprocess
 import sys
 import tempfile
-import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,8 +26,13 @@ from bench._servers import predictor, push_fixed_latency
 from bench.loadgen import run_open_loop
 
 RESULTS = Path(__file__).parent / "results"
+# A 250 ms latency budget at the client (the issue's targets), of which the server is
+# given 230 ms as its deadline: the other 20 ms are the HTTP edge it cannot see (a request
+# read late while the loop answers a batch, the fan-out of that batch's responses). The
+# server admits a request only while its predicted finish is within its deadline, so past
+# the physical limit the excess is refused with 429 at once instead of queueing.
 FIXED_FLAGS = ("--max_batch_size", "100", "--max_batch_wait_ms", "50",
-               "--max_queue_size", "2000", "--request_timeout_ms", "30000")
+               "--max_queue_size", "2000", "--request_timeout_ms", "230")
 
 
 def _machine() -> str:
@@ -42,11 +47,16 @@ def _spread(values: list[float]) -> dict[str, float]:
 
 def _measure(server: Any, rate: float, duration_s: float, body: Any) -> dict[str, Any]:
     sum0, count0 = server.batch_totals()
+    refused0 = server.counters()
     cpu0 = server.cpu_s()
     result = run_open_loop(server.predict_url, rate=rate, duration_s=duration_s,
                            body=body, warmup_s=2.0, timeout_s=10.0)
     sum1, count1 = server.batch_totals()
+    refused1 = server.counters()
     lat = result.latency_ok
+    samples = result.samples
+    refused = (samples.status == 429) & (samples.scheduled_s >= 2.0)
+    refused_ms = sorted(float(v) * 1000 for v in samples.latency_s[refused])
     return {
         "offered_rps": rate,
         "throughput_rps": result.throughput_rps,
@@ -54,6 +64,12 @@ def _measure(server: Any, rate: float, duration_s: float, body: Any) -> dict[str
         "p50_ms": (lat.p50_s or 0) * 1000, "p90_ms": (lat.p90_s or 0) * 1000,
         "p99_ms": (lat.p99_s or 0) * 1000, "max_ms": (lat.max_s or 0) * 1000,
         "status_counts": result.status_counts,
+        # How fast refusals come back ("at once"): p99 latency of the 429s, if any.
+        "p99_429_ms": refused_ms[int(0.99 * (len(refused_ms) - 1))] if refused_ms else 0.0,
+        # Refused at the door (queue full, deadline predicted missed) against admitted and
+        # then dropped in the queue when its deadline could no longer be met.
+        "refused_at_door": refused1["rejections"] - refused0["rejections"],
+        "expired_in_queue": refused1["expired"] - refused0["expired"],
         "mean_batch": (sum1 - sum0) / (count1 - count0) if count1 > count0 else 0.0,
         "server_cpu_s": server.cpu_s() - cpu0,
         "send_lag_p99_ms": (result.send_lag.p99_s or 0) * 1000,
@@ -63,7 +79,8 @@ def _measure(server: Any, rate: float, duration_s: float, body: Any) -> dict[str
 
 def _summarise(rate: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
     keys = ("throughput_rps", "success_ratio", "p50_ms", "p90_ms", "p99_ms", "max_ms",
-            "mean_batch", "server_cpu_s", "send_lag_p99_ms")
+            "mean_batch", "server_cpu_s", "send_lag_p99_ms", "p99_429_ms", "refused_at_door",
+            "expired_in_queue")
     row: dict[str, Any] = {"offered_rps": rate, "runs": runs}
     for key in keys:
         row[key] = _spread([r[key] for r in runs])
@@ -97,25 +114,46 @@ def _texts(kind: str, n: int) -> list[str]:
     return [" ".join(words[j % len(words)] for j in range(4 + (i * 7) % 60)) for i in range(n)]
 
 
-def _in_process_throughput(model_dir: Path, texts: list[str], batch_size: int) -> float:
-    from predictor import create_handler
-    from predictor._handlers._base import RequestOptions
+def _in_process_throughput(model_dir: Path, texts: list[str], batch_size: int,
+                           threads: int) -> float:
+    """Items/s of the handler called directly, batch after batch, in a child process
+    (so that torch's thread count is set before anything runs)."""
+    code = (
+        "import json, sys, time; from pathlib import Path; import torch\n"
+        "from predictor import create_handler\n"
+        "from predictor._handlers._base import RequestOptions\n"
+        "model_dir, batch_size, threads = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])\n"
+        "if threads: torch.set_num_threads(threads)\n"
+        "texts = json.loads(sys.stdin.read())\n"
+        "h = create_handler('feature-extraction', model_dir); h.load()\n"
+        "items = [h.parse(t, RequestOptions()) for t in texts]\n"
+        "h.run(h.prepare(items[:batch_size]))\n"
+        "t0 = time.perf_counter()\n"
+        "for i in range(0, len(items), batch_size): h.run(h.prepare(items[i:i + batch_size]))\n"
+        "print(len(items) / (time.perf_counter() - t0))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code, str(model_dir), str(batch_size),
+                           str(threads)], input=json.dumps(texts), capture_output=True,
+                          text=True, check=True, cwd=Path(__file__).parents[1])
+    return float(done.stdout.strip().splitlines()[-1])
 
-    handler = create_handler("feature-extraction", model_dir)
-    handler.load()
-    items = [handler.parse(t, RequestOptions()) for t in texts]
-    handler.run(handler.prepare(items[:batch_size]))  # warm
-    started = time.perf_counter()
-    for i in range(0, len(items), batch_size):
-        handler.run(handler.prepare(items[i:i + batch_size]))
-    return len(items) / (time.perf_counter() - started)
+
+# Offered load for the served side, as fractions of the in-process throughput: served
+# throughput at saturation is the highest 2xx rate over these (past the peak, refusing
+# the excess costs CPU the model would have had).
+EMBED_LOADS = (0.6, 0.75, 0.9, 1.05, 1.2)
+# Torch on one thread, in process and served: on 2 cores the other one runs the load
+# generator and the HTTP loop (served with torch's default of 2 threads, the three fight
+# over both cores: measured 350-380 against ~460 served items/s with 1 thread).
+EMBED_THREADS = 1
 
 
 def bench_embedding(runs: int, duration_s: float, batch_size: int = 32) -> dict[str, Any]:
     from registry import Registry
     from scripts.demo_models import ensure_demo
 
-    out: dict[str, Any] = {"scenario": "embedding", "batch_size": batch_size, "workloads": []}
+    out: dict[str, Any] = {"scenario": "embedding", "batch_size": batch_size,
+                           "torch_threads": EMBED_THREADS, "workloads": []}
     with tempfile.TemporaryDirectory(prefix="bench-reg-") as tmp:
         registry = Path(tmp) / "registry"
         ensure_demo(str(registry), "demo-embed")
@@ -123,23 +161,30 @@ def bench_embedding(runs: int, duration_s: float, batch_size: int = 32) -> dict[
         Registry.open(str(registry)).fetch("demo-embed", "stable", model_dir)
         for kind in ("short", "mixed"):
             texts = _texts(kind, 1024)
-            in_proc = [_in_process_throughput(model_dir, texts, batch_size) for _ in range(runs)]
-            served = []
-            flags = ("--max_batch_size", str(batch_size), "--max_queue_size", "4096")
+            in_proc = [_in_process_throughput(model_dir, texts, batch_size, EMBED_THREADS)
+                       for _ in range(runs)]
+            in_proc_default = [_in_process_throughput(model_dir, texts, batch_size, 0)
+                               for _ in range(runs)]
+            reference = statistics.median(in_proc)
+            flags = ("--max_batch_size", str(batch_size), "--max_queue_size", "4096",
+                     "--request_timeout_ms", "1000", "--torch_threads", str(EMBED_THREADS))
             bodies = [json.dumps({"instances": [t]}).encode() for t in texts]
+            peaks: list[dict[str, Any]] = []
             for _ in range(runs):
                 with predictor("demo-embed", registry, *flags) as server:
-                    # Offer well past capacity: what comes back 200 is the served capacity.
-                    rate = 1.5 * statistics.median(in_proc)
-                    served.append(_measure(server, rate, duration_s, bodies))
+                    sweep = [_measure(server, share * reference, duration_s, bodies)
+                             for share in EMBED_LOADS]
+                peaks.append(max(sweep, key=lambda r: r["throughput_rps"]))
             row = {
                 "texts": kind,
                 "in_process_items_per_s": _spread(in_proc),
-                "http": _summarise(1.5 * statistics.median(in_proc), served),
+                "in_process_default_threads_items_per_s": _spread(in_proc_default),
+                "http": _summarise(reference, peaks),
             }
-            row["ratio"] = row["http"]["throughput_rps"]["median"] / statistics.median(in_proc)
+            row["ratio"] = row["http"]["throughput_rps"]["median"] / reference
             out["workloads"].append(row)
-            print(f"embedding {kind}: in-process {statistics.median(in_proc):.0f} items/s, "
+            print(f"embedding {kind}: in-process {reference:.0f} items/s "
+                  f"({statistics.median(in_proc_default):.0f} with torch's default threads), "
                   f"HTTP {row['http']['throughput_rps']['median']:.0f} req/s, "
                   f"ratio {row['ratio']:.2f}", flush=True)
     return out
@@ -151,26 +196,34 @@ def _markdown(results: list[dict[str, Any]], command: str) -> str:
     for res in results:
         if res["scenario"] == "fixed-latency":
             lines += ["| offered req/s | achieved ok/s | ok ratio | p50 ms | p90 ms | p99 ms "
-                      "(min-max) | max ms | mean batch | server CPU s |",
-                      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+                      "(min-max) | max ms | 429 at door / expired | 429 p99 ms | mean batch | "
+                      "server CPU s |",
+                      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+                      "| ---: |"]
             for r in res["rows"]:
                 lines.append(
                     f"| {r['offered_rps']:.0f} | {r['throughput_rps']['median']:.0f} | "
                     f"{r['success_ratio']['median']:.4f} | {r['p50_ms']['median']:.0f} | "
                     f"{r['p90_ms']['median']:.0f} | {r['p99_ms']['median']:.0f} "
                     f"({r['p99_ms']['min']:.0f}-{r['p99_ms']['max']:.0f}) | "
-                    f"{r['max_ms']['median']:.0f} | {r['mean_batch']['median']:.1f} | "
+                    f"{r['max_ms']['median']:.0f} | "
+                    f"{r['refused_at_door']['median']:.0f} / {r['expired_in_queue']['median']:.0f}"
+                    f" | {r['p99_429_ms']['median']:.0f} | {r['mean_batch']['median']:.1f} | "
                     f"{r['server_cpu_s']['median']:.1f} |")
         else:
-            lines += ["| texts | in-process items/s (min-max) | HTTP ok/s (min-max) | ratio | "
-                      "HTTP p99 ms | mean batch |",
-                      "| --- | ---: | ---: | ---: | ---: | ---: |"]
+            lines += ["| texts | in-process items/s, torch 1 thread (min-max) | same, torch's "
+                      "default threads | HTTP ok/s at saturation (min-max) | ratio | "
+                      "offered req/s at the peak | HTTP p99 ms | mean batch |",
+                      "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
             for w in res["workloads"]:
                 ip, h = w["in_process_items_per_s"], w["http"]
+                ipd = w["in_process_default_threads_items_per_s"]
+                offered = statistics.median(r["offered_rps"] for r in h["runs"])
                 lines.append(
                     f"| {w['texts']} | {ip['median']:.0f} ({ip['min']:.0f}-{ip['max']:.0f}) | "
+                    f"{ipd['median']:.0f} ({ipd['min']:.0f}-{ipd['max']:.0f}) | "
                     f"{h['throughput_rps']['median']:.0f} ({h['throughput_rps']['min']:.0f}-"
-                    f"{h['throughput_rps']['max']:.0f}) | {w['ratio']:.2f} | "
+                    f"{h['throughput_rps']['max']:.0f}) | {w['ratio']:.2f} | {offered:.0f} | "
                     f"{h['p99_ms']['median']:.0f} | {h['mean_batch']['median']:.1f} |")
         lines.append("")
     return "\n".join(lines)
