@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import orjson
+from cloudevents.sdk.converters.util import has_binary_headers  # as KServe decides
 
 from predictor._http import ASGIApp, Receive, Scope, Send, read_body, replay_body
 
@@ -80,7 +81,7 @@ class V1FastPath:
         """The body as KServe's ``DataPlane.decode`` would hand it on, or None when only
         KServe should answer (binary or JSON CloudEvents, a body that is not JSON)."""
         content_type = headers.get("content-type")
-        if content_type == "application/cloudevents+json" or _has_binary_ce(headers):
+        if content_type == "application/cloudevents+json" or has_binary_headers(headers):
             return None
         if content_type is not None and content_type not in _JSON_TYPES:
             return body  # KServe hands the model the raw bytes
@@ -96,12 +97,6 @@ class V1FastPath:
             if cls in self.exception_handlers:
                 return self.exception_handlers[cls], cls
         return None, None
-
-
-def _has_binary_ce(headers: Mapping[str, str]) -> bool:
-    # KServe's has_binary_headers, without a generator per request.
-    return ("ce-specversion" in headers and "ce-source" in headers and "ce-type" in headers
-            and "ce-id" in headers)
 
 
 async def _send_response(send: Send, content: Any, headers: Mapping[str, str]) -> None:
