@@ -260,6 +260,8 @@ def freeze_heap() -> None:
     couple of seconds at 800 req/s, which was the p99 tail. None of them is garbage,
     so after one last collection they go to the permanent generation (gc.freeze, as
     Instagram's Django servers do); collections then walk only what serving allocates.
+    The cost: a reference cycle among frozen objects that later becomes garbage is
+    never collected (reference counting still frees everything else).
     """
     gc.collect()
     gc.freeze()
