@@ -177,7 +177,12 @@ def restart(server: SeaweedS3) -> None:
     def answers() -> bool:
         if server.process.poll() is not None:
             raise RuntimeError(server.process.output_tail())
-        server.filesystem().ls("models")
+        fs = server.filesystem()
+        # A listing comes from the filer alone; reading a byte of every stored object also
+        # needs the volume server back and known to the master again (until then reads
+        # fail with InternalError, which once failed the retry after this restart).
+        for path in fs.find("models"):
+            fs.cat_file(path, start=0, end=1)
         return True
 
     wait_for(answers, timeout_s=60, interval_s=0.2, what="SeaweedFS to come back")
