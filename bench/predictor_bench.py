@@ -15,9 +15,9 @@ import argparse
 import json
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -116,26 +116,26 @@ def _texts(kind: str, n: int) -> list[str]:
 
 def _in_process_throughput(model_dir: Path, texts: list[str], batch_size: int,
                            threads: int) -> float:
-    """Items/s of the handler called directly, batch after batch, in a child process
-    (so that torch's thread count is set before anything runs)."""
-    code = (
-        "import json, sys, time; from pathlib import Path; import torch\n"
-        "from predictor import create_handler\n"
-        "from predictor._handlers._base import RequestOptions\n"
-        "model_dir, batch_size, threads = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])\n"
-        "if threads: torch.set_num_threads(threads)\n"
-        "texts = json.loads(sys.stdin.read())\n"
-        "h = create_handler('feature-extraction', model_dir); h.load()\n"
-        "items = [h.parse(t, RequestOptions()) for t in texts]\n"
-        "h.run(h.prepare(items[:batch_size]))\n"
-        "t0 = time.perf_counter()\n"
-        "for i in range(0, len(items), batch_size): h.run(h.prepare(items[i:i + batch_size]))\n"
-        "print(len(items) / (time.perf_counter() - t0))\n"
-    )
-    done = subprocess.run([sys.executable, "-c", code, str(model_dir), str(batch_size),
-                           str(threads)], input=json.dumps(texts), capture_output=True,
-                          text=True, check=True, cwd=Path(__file__).parents[1])
-    return float(done.stdout.strip().splitlines()[-1])
+    """Items/s of the handler called directly, batch after batch, with torch on
+    ``threads`` threads (0: torch's default); the thread count is restored after."""
+    import torch
+
+    from predictor import create_handler
+    from predictor._handlers._base import RequestOptions
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        handler = create_handler("feature-extraction", model_dir)
+        handler.load()
+        items = [handler.parse(t, RequestOptions()) for t in texts]
+        handler.run(handler.prepare(items[:batch_size]))  # warm
+        started = time.perf_counter()
+        for i in range(0, len(items), batch_size):
+            handler.run(handler.prepare(items[i:i + batch_size]))
+        return len(items) / (time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(before)
 
 
 # Offered load for the served side, as fractions of the in-process throughput: served
