@@ -5,9 +5,12 @@
         ├── Overloaded                 refused at once: 429 + Retry-After (draining: 503)
         ├── DeadlineExpired            dropped in the queue before it ran: 429 + Retry-After
         ├── ItemFailed                 one of the request's items raised: 400 or 500
-        └── BadInput                   the request itself is malformed: 400
+        ├── BadInput                   the request itself is malformed: 400
+        └── RepositoryRefused          a model repository load or unload: 403 (gRPC
+                                       PERMISSION_DENIED); the model keeps serving
 
-The HTTP layer maps these to status codes in one table; the batcher only raises.
+The HTTP layer maps these to status codes in one table (gRPC has its twin); the
+batcher only raises.
 """
 
 from __future__ import annotations
@@ -72,3 +75,19 @@ class ItemFailed(PredictorError):
 
 class BadInput(PredictorError):
     """The request is malformed (no items, wrong types, too large, ...)."""
+
+
+class RepositoryRefused(PredictorError):
+    """A model repository ``load`` or ``unload`` (HTTP or gRPC), refused.
+
+    The predictor serves the one model it verified and loaded at start; KServe's
+    repository extension would let any caller, unauthenticated, unload it for good.
+    """
+
+    def __init__(self, action: str) -> None:
+        super().__init__(
+            f"model repository {action} is refused: this predictor serves the one model it "
+            "loaded at start and does not load or unload models while it runs (roll out a "
+            "new version instead)"
+        )
+        self.action = action

@@ -256,7 +256,7 @@ def _as_numpy(spec: TensorSpec, data: list[Any]) -> Any:
 
 def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
     """The edge table: a domain error's HTTP status and extra headers."""
-    from predictor._errors import DeadlineExpired, ItemFailed, Overloaded
+    from predictor._errors import DeadlineExpired, ItemFailed, Overloaded, RepositoryRefused
 
     if isinstance(exc, Overloaded):
         if exc.reason == "draining":
@@ -270,6 +270,9 @@ def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
         return (400 if exc.is_input_error else 500), {}
     if isinstance(exc, BadInput):
         return 400, {}
+    if isinstance(exc, RepositoryRefused):
+        # Understood and refused, whoever asks: a 4xx, so no error rate counts it.
+        return 403, {}
     return 500, {}
 
 
@@ -281,6 +284,8 @@ def grpc_error_for(exc: PredictorError) -> Exception:
     message = str(exc)
     if status == 400:
         return grpc_exc.InvalidArgument(message)
+    if status == 403:
+        return grpc_exc.PermissionDenied(message)
     if status == 429:
         return grpc_exc.ResourceExhausted(message)
     if status == 503:

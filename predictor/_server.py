@@ -1,8 +1,14 @@
 """The process: verify the artifact, load the model, serve it with KServe's ModelServer.
 
 ``PredictorServer`` is a ``kserve.ModelServer`` that binds where it is told (the
-stock one always binds 0.0.0.0 and [::]) and drains on SIGTERM: readiness goes
-false, new requests get 503, queued and running items finish, then it exits.
+stock one always binds 0.0.0.0 and [::]), refuses the model repository's load and
+unload (``_repository``) and drains on SIGTERM: readiness goes false, new requests
+get 503, queued and running items finish, then it exits.
+
+TLS is KServe's: with ``KSERVE_TLS_CERT_FILE`` and ``KSERVE_TLS_KEY_FILE`` (or
+``--ssl_certfile`` and ``--ssl_keyfile``) both set, HTTP is served over TLS, on 8443
+when ``--http_port`` is KServe's default 8080 (``ModelServer.__init__``). One of the
+two alone is refused before the model loads. gRPC stays plaintext.
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ import gc
 import logging
 import signal
 import sys
-from pathlib import Path
 from typing import Any
 
+from predictor._artifact import Artifact, open_artifact
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError
 from predictor._fastpath import V1FastPath
@@ -26,52 +32,47 @@ from predictor._http import (
     validation_error_handler,
 )
 from predictor._model import BatchingModel
+from predictor._repository import repository_classes
 from predictor._tap import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
 
 
-class ArtifactError(PredictorError):
-    """The model directory cannot be served (no manifest, bad checksums, bad weights)."""
+class TLSMisconfigured(PredictorError):
+    """Only one of the TLS certificate and key is set."""
 
 
-def load_artifact(config: ServerConfig) -> tuple[str, str]:
-    """Read and verify the artifact's MANIFEST.json; returns (task, version)."""
-    from registry import read_manifest_file, verify_dir
+def check_tls() -> None:
+    """Refuse half a TLS configuration, as KServe's parser read it from flags or env.
 
-    model_dir = Path(config.model_dir)
-    manifest_path = model_dir / "MANIFEST.json"
-    if not manifest_path.is_file():
-        raise ArtifactError(
-            f"no MANIFEST.json in {model_dir}: serve a version from the registry "
-            "(modelctl registry push / modelctl serve)"
-        )
-    manifest = read_manifest_file(manifest_path)
-    if config.verify_checksums:
-        problems = verify_dir(model_dir, manifest)
-        if problems:
-            raise ArtifactError(
-                f"{manifest.name} version {manifest.version} failed verification, "
-                "refusing to load it: " + "; ".join(problems)
-            )
-    return manifest.task, str(manifest.version)
+    KServe would keep 8080 and hand uvicorn a certificate without its key (or the
+    reverse), failing only after the model has loaded.
+    """
+    from kserve import model_server as kserve_model_server
+
+    args = kserve_model_server.args
+    cert, key = getattr(args, "ssl_certfile", None), getattr(args, "ssl_keyfile", None)
+    if bool(cert) != bool(key):
+        given, lacking = ("certificate", "key") if cert else ("key", "certificate")
+        raise TLSMisconfigured(
+            f"a TLS {given} is set but no {lacking}: set both KSERVE_TLS_CERT_FILE and "
+            "KSERVE_TLS_KEY_FILE (HTTPS, on 8443 when --http_port is 8080) or neither")
 
 
-def build_model(config: ServerConfig) -> BatchingModel:
-    task, version = load_artifact(config)
+def build_model(config: ServerConfig, artifact: Artifact) -> BatchingModel:
     if config.torch_threads:
         import torch
 
         torch.set_num_threads(config.torch_threads)
     handler = create_handler(
-        task,
-        Path(config.model_dir),
+        artifact.task,
+        artifact.load_dir,
         device=config.device,
         dtype=config.dtype,
         max_input_chars=config.max_input_chars,
         max_batch_tokens=config.max_batch_tokens,
     )
-    model = BatchingModel(config, handler, version)
+    model = BatchingModel(config, handler, artifact.version)
     model.load()
     return model
 
@@ -100,9 +101,8 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 ExceptionToStatusInterceptor,
                 LoggingInterceptor,
             )
-            from kserve.protocol.grpc.servicer import InferenceServicer
-
-            servicer = InferenceServicer(self._data_plane, self._model_repository_extension)
+            _, guarded_servicer = repository_classes()
+            servicer = guarded_servicer(self._data_plane, self._model_repository_extension)
             self._server = aio.server(
                 futures.ThreadPoolExecutor(max_workers=max_workers),
                 interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
@@ -144,6 +144,9 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
             # KServe's server readiness (/v2/health/ready, the pod's readinessProbe) is true
             # whenever the process is up; ours follows the model, so draining turns it off.
             self.dataplane = ModelReadyDataPlane(model_registry=self.registered_models)
+            read_only_repository, _ = repository_classes()
+            self.model_repository_extension = read_only_repository(
+                model_registry=self.registered_models)
             self._model: BatchingModel | None = None
             self._tap: Tap | None = None
             self._draining = False
@@ -160,6 +163,7 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 "kserve.model_server:app", self.dataplane, self.model_repository_extension,
                 self.http_port, workers=1, grace_period=self.grace_period,
                 timeout_keep_alive=self.timeout_keep_alive,
+                ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
             )
             # KServe's app, wrapped (outermost first): request IDs, body limits and
             # metrics; mirroring and capture; the V1 fast path. All three see KServe's own
@@ -226,8 +230,9 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 loop.call_soon_threadsafe(self._begin_drain, signum)
 
             signal.signal(signal.SIGTERM, on_sigterm)
-            logger.info("serving %s on http://%s:%d", self.config.model_name,
-                        self.config.http_host, self.http_port)
+            logger.info("serving %s on %s://%s:%d", self.config.model_name,
+                        "https" if self.ssl_certfile else "http", self.config.http_host,
+                        self.http_port)
 
         def _begin_drain(self, signum: int) -> None:
             if self._draining:
@@ -269,18 +274,22 @@ def freeze_heap() -> None:
 
 
 def serve(config: ServerConfig) -> int:
-    """Load, warm up and serve; returns the process exit code."""
-    try:
-        model = build_model(config)
-    except PredictorError as exc:
-        sys.stderr.write(f"error: {exc}\n")
-        return 2
+    """Verify, load, warm up and serve; returns the process exit code."""
     from registry import PlatformError
 
     try:
+        check_tls()
+        artifact = open_artifact(config)  # a corrupt manifest is a RegistryError
+    except PlatformError as exc:
+        sys.stderr.write(f"error: {exc}\n")
+        return 2
+    try:
+        model = build_model(config, artifact)
         server_cls, _ = _server_classes()
         server_cls(config).start([model])
     except PlatformError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2
+    finally:
+        artifact.close()
     return 0

@@ -16,6 +16,7 @@ from pathlib import Path
 from registry._manifest import MANIFEST_NAME, FileEntry, Manifest
 
 CHUNK_BYTES = 8 * 1024 * 1024
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 HASH_THREADS = 4  # hashlib releases the GIL on large buffers, so threads add cores
 
 Observer = Callable[[memoryview], None]
@@ -111,11 +112,18 @@ def list_local_files(root: Path) -> list[str]:
     return sorted(found)
 
 
-def verify_dir(path: str | Path, manifest: Manifest) -> list[str]:
+def verify_dir(
+    path: str | Path, manifest: Manifest, *, missing_empty_ok: bool = False
+) -> list[str]:
     """Recompute every checksum of a local copy of a version; problems by file name.
 
     A missing file, a file whose size or sha256 differs, and a file the manifest
     does not list are each one line; an empty list means the copy is exact.
+
+    ``missing_empty_ok`` accepts a missing file whose manifest entry is the empty
+    file (size 0, the sha256 of no bytes): copies made by downloaders that skip
+    zero-byte objects, such as KServe's storage initializer, lack them. A size-0
+    file that is present is checked all the same.
     """
     root = Path(path)
     if not root.is_dir():
@@ -130,7 +138,12 @@ def verify_dir(path: str | Path, manifest: Manifest) -> list[str]:
                 return compare(rel, expected, FileEntry(expected.sha256, local.stat().st_size))
             return compare(rel, expected, hash_file(local))
         except FileNotFoundError:
-            return f"{rel}: missing"
+            if not (missing_empty_ok and expected.size == 0):
+                return f"{rel}: missing"
+            if expected.sha256 != EMPTY_SHA256:
+                return (f"{rel}: missing, and the manifest records 0 bytes with a sha256 "
+                        f"({expected.sha256[:12]}…) that is not the empty file's")
+            return None
         except OSError as exc:
             return f"{rel}: unreadable ({exc.strerror or exc})"
 
