@@ -1,5 +1,5 @@
 """``modelctl deploy``: render an overlay for one model version, and check manifests
-offline the way a real API server would."""
+the way a real API server would, against a folder's CRDs or a cluster's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from cli._common import JsonOption, RegistryOption
 
 app = typer.Typer(
     name="deploy",
-    help="Render InferenceServices for a registry version, and validate manifests offline.",
+    help="Render InferenceServices for a registry version, and validate manifests "
+    "(offline, or against the CRDs a cluster serves).",
     no_args_is_help=True,
     add_completion=False,
     rich_markup_mode="rich",
@@ -23,10 +24,23 @@ CrdsOption = Annotated[
     Path | None,
     typer.Option(
         "--crds",
-        help="Folder of upstream CRD YAML "
-        "(default: $MODELCTL_CRDS_DIR, else ../shared/crds beside the checkout).",
+        help="Folder of CRD YAML to validate against, offline (default: $MODELCTL_CRDS_DIR, "
+        "else the cluster's CRDs, else ../shared/crds beside the checkout).",
         show_default=False,
     ),
+]
+CrdKubeconfigOption = Annotated[
+    str | None,
+    typer.Option(
+        "--kubeconfig",
+        help="Read the CRDs the cluster of this kubeconfig serves "
+        "(default: $KUBECONFIG, else ~/.kube/config, when present; --crds wins).",
+        show_default=False,
+    ),
+]
+CrdContextOption = Annotated[
+    str | None,
+    typer.Option("--context", help="kubeconfig context to read CRDs from.", show_default=False),
 ]
 KubeVersionOption = Annotated[
     str, typer.Option("--kube-version", help="Kubernetes release whose built-in schemas apply.")
@@ -70,6 +84,8 @@ def render(
         ),
     ] = None,
     crds: CrdsOption = None,
+    kubeconfig: CrdKubeconfigOption = None,
+    context: CrdContextOption = None,
     kube_version: KubeVersionOption = "1.33",
     validate: Annotated[
         bool, typer.Option("--validate/--no-validate", help="Check the result before printing.")
@@ -97,7 +113,7 @@ def render(
         CheckConfig,
         Checker,
         RenderRequest,
-        find_crds_dir,
+        find_crds,
         find_kubectl,
         find_kustomize_dir,
         find_rollout_src,
@@ -127,11 +143,12 @@ def render(
         )
     text = yaml.safe_dump_all(docs, sort_keys=False, default_flow_style=False)
     if validate:
-        config = CheckConfig(
-            crds_dir=find_crds_dir(crds), kube_version=kube_version, rollout_src=find_rollout_src()
-        )
-        problems, _ = Checker(config, kubectl=kubectl).check_text(f"render:{directory}", text)
+        config = CheckConfig(kube_version=kube_version, rollout_src=find_rollout_src())
+        index = find_crds(crds, kubeconfig, context)
+        checker = Checker(config, kubectl=kubectl, crds=index)
+        problems, _ = checker.check_text(f"render:{directory}", text)
         if problems:
+            sys.stderr.write(f"{index.source.describe()}\n")
             for problem in problems:
                 sys.stderr.write(f"{problem}\n")
             sys.stderr.write(
@@ -145,6 +162,8 @@ def render(
 def validate_command(
     paths: Annotated[list[Path], typer.Argument(help="Files, folders, or kustomize folders.")],
     crds: CrdsOption = None,
+    kubeconfig: CrdKubeconfigOption = None,
+    context: CrdContextOption = None,
     kube_version: KubeVersionOption = "1.33",
     rollout_src: Annotated[
         Path | None,
@@ -158,14 +177,18 @@ def validate_command(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check manifests offline, as a real API server would accept them.
+    """Check manifests as a real API server and KServe's webhook would accept them.
 
-    Custom resources meet their upstream CRD schema (unknown fields are
-    errors), built-in kinds Kubernetes' own schemas for --kube-version;
-    kustomize folders are rendered first. Then the rules: GPU request =
-    limit, the canary field matches the deployment mode, no latest
-    images, every container has resources, and the rollout Role grants
-    exactly what the rollout code calls.
+    Custom resources meet their CRD schema (unknown fields are errors):
+    from --crds DIR or $MODELCTL_CRDS_DIR, else as the cluster of
+    --kubeconfig/--context ($KUBECONFIG, ~/.kube/config) serves them,
+    else ../shared/crds beside a checkout; the first stderr line says
+    which. Built-in kinds meet Kubernetes' own schemas for --kube-version;
+    kustomize folders are rendered first. Then the rules: KServe's
+    validating webhook for each InferenceService (its lines name the
+    rule kserve-webhook), GPU request = limit, the canary field matches the
+    deployment mode, no latest images, every container has resources,
+    and the rollout Role grants exactly what the rollout code calls.
 
     One line per problem, file:document:path: message (documents count
     from 0 in the file, or in kustomize's output); exit code 2 if any.
@@ -175,26 +198,30 @@ def validate_command(
         modelctl deploy validate manifests/ kustomize/
 
         modelctl deploy validate my-overlay/ --kube-version 1.31 --json
+
+        modelctl deploy validate kustomize/ --context prod
     """
     from cli import _output
-    from cli._deploycheck import CheckConfig, Checker, find_crds_dir, find_rollout_src
+    from cli._deploycheck import CheckConfig, Checker, find_crds, find_rollout_src
 
     config = CheckConfig(
-        crds_dir=find_crds_dir(crds),
         kube_version=kube_version,
         rollout_src=rollout_src if rollout_src is not None else find_rollout_src(),
     )
-    report = Checker(config).check_paths(paths)
+    index = find_crds(crds, kubeconfig, context)
+    report = Checker(config, crds=index).check_paths(paths)
     if as_json:
         _output.print_json(
             {
                 "ok": report.ok,
                 "documents": report.documents,
                 "sources": list(report.sources),
+                "crds": index.source.to_dict(),
                 "problems": [p.to_dict() for p in report.problems],
             }
         )
     else:
+        sys.stderr.write(f"{index.source.describe()}\n")
         for problem in report.problems:
             sys.stdout.write(f"{problem}\n")
         checked = f"{report.documents} document(s) from {len(report.sources)} source(s)"

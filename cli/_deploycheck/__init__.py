@@ -3,10 +3,19 @@
 Documents are validated as a real API server would with ``kubectl apply``: custom
 resources against the upstream CRDs' OpenAPI schemas (unknown fields are errors),
 built-in kinds against ``kubernetes-validate``'s strict schemas, then the semantic
-rules of ``_rules`` and ``_rbac``. Kustomizations are rendered with real kustomize.
+rules of ``_rules`` and ``_rbac``, and KServe's validating webhook for InferenceServices
+(``_webhook``: ``admit_inferenceservice``). The CRDs come from a folder, or from the
+cluster a kubeconfig points at (``find_crds``). Kustomizations are rendered with real
+kustomize.
 """
 
-from cli._deploycheck._check import DEFAULT_KUBE_VERSION, CheckConfig, Checker, Report
+from cli._deploycheck._check import (
+    DEFAULT_KUBE_VERSION,
+    CheckConfig,
+    Checker,
+    Report,
+    find_crds,
+)
 from cli._deploycheck._errors import DeployError
 from cli._deploycheck._locate import (
     find_crds_dir,
@@ -16,6 +25,7 @@ from cli._deploycheck._locate import (
 )
 from cli._deploycheck._problems import Problem
 from cli._deploycheck._render import RenderRequest, overlay_dir, render
+from cli._deploycheck._webhook import admit_inferenceservice
 
 __all__ = [
     "DEFAULT_KUBE_VERSION",
@@ -25,6 +35,8 @@ __all__ = [
     "Problem",
     "RenderRequest",
     "Report",
+    "admit_inferenceservice",
+    "find_crds",
     "find_crds_dir",
     "find_kubectl",
     "find_kustomize_dir",

@@ -1,8 +1,11 @@
 """The checker: collect documents from files, folders and kustomizations, validate each
-against its schema (CRD or built-in), then apply the semantic rules."""
+against its schema (CRD or built-in), then apply the semantic rules and, to each
+InferenceService, KServe's validating webhook (``_webhook``). The CRDs come from a folder
+or from the cluster (:func:`find_crds`)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -10,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from cli._deploycheck import _kustomize, _locate
+from cli._deploycheck._cluster import kubeconfig_paths, read_cluster_crds
 from cli._deploycheck._core import CoreSchemas
 from cli._deploycheck._crds import CrdIndex
 from cli._deploycheck._errors import DeployError
@@ -17,6 +21,8 @@ from cli._deploycheck._openapi import StructuralValidator, type_name
 from cli._deploycheck._problems import Finding, Problem
 from cli._deploycheck._rbac import check_role, is_rollout_role
 from cli._deploycheck._rules import RULES
+from cli._deploycheck._webhook import RULE as WEBHOOK_RULE
+from cli._deploycheck._webhook import is_inference_service, webhook_findings
 from cli._deploycheck._yaml import YamlDocumentError, load_documents
 
 DEFAULT_KUBE_VERSION = "1.33"
@@ -25,10 +31,11 @@ YAML_SUFFIXES = (".yaml", ".yml")
 
 @dataclass(frozen=True)
 class CheckConfig:
-    """What to check against: the CRD folder, the Kubernetes release for built-in kinds,
-    and the rollout source the rollout Role is compared with (None: not available)."""
+    """What to check against: the CRD folder (None: the ``CrdIndex`` given to the
+    ``Checker``, see :func:`find_crds`), the Kubernetes release for built-in kinds, and
+    the rollout source the rollout Role is compared with (None: not available)."""
 
-    crds_dir: Path
+    crds_dir: Path | None = None
     kube_version: str = DEFAULT_KUBE_VERSION
     rollout_src: Path | None = None
 
@@ -56,12 +63,40 @@ def load_crds(root: Path) -> CrdIndex:
     return CrdIndex.load(root, _locate.cache_dir())
 
 
+def find_crds(
+    explicit: Path | None = None, kubeconfig: str | None = None, context: str | None = None
+) -> CrdIndex:
+    """The CRDs to validate against, first found: the folder ``explicit`` (--crds) or
+    $MODELCTL_CRDS_DIR (offline); the cluster of ``kubeconfig``/``context`` (or of
+    $KUBECONFIG, ~/.kube/config when one exists); ``../shared/crds`` beside a checkout.
+    Otherwise a ``DeployError`` naming all three."""
+    if explicit is not None or os.environ.get(_locate.CRDS_ENV):
+        return load_crds(_locate.find_crds_dir(explicit).resolve())
+    if kubeconfig is not None or context is not None or kubeconfig_paths(None):
+        return read_cluster_crds(kubeconfig, context)
+    beside = _locate.checkout_crds_dir()
+    if _locate.has_crd_files(beside):
+        return load_crds(beside.resolve())
+    raise DeployError(
+        "no CRD schemas to validate against: pass --crds DIR (or set "
+        f"${_locate.CRDS_ENV}) for a folder of CustomResourceDefinition YAML, --kubeconfig "
+        "FILE / --context NAME (or $KUBECONFIG, ~/.kube/config) to read a cluster's, or run "
+        f"from a checkout with {beside} beside it"
+    )
+
+
 class Checker:
     """Validates documents; build one per configuration and reuse it."""
 
-    def __init__(self, config: CheckConfig, *, kubectl: str | None = None) -> None:
+    def __init__(
+        self, config: CheckConfig, *, kubectl: str | None = None, crds: CrdIndex | None = None
+    ) -> None:
         self.config = config
-        self.crds = load_crds(config.crds_dir.resolve())
+        if crds is None:
+            if config.crds_dir is None:
+                raise DeployError("no CRDs to check against: give a folder or an index")
+            crds = load_crds(config.crds_dir.resolve())
+        self.crds = crds
         self.core = CoreSchemas(config.kube_version)
         self._structural = StructuralValidator(self.core.validate_meta)
         self._kubectl = kubectl
@@ -112,7 +147,8 @@ class Checker:
                     continue
                 count += 1
                 problems.extend(
-                    Problem(source, index, f.path, f.message) for f in self.check_document(doc)
+                    Problem(source, index, f.path, f.message, f.rule)
+                    for f in self.check_document(doc)
                 )
         except YamlDocumentError as exc:
             problems.append(Problem(source, exc.document, (), f"not valid YAML: {exc}"))
@@ -134,6 +170,8 @@ class Checker:
                 continue  # a shape the schema check has already reported
         if is_rollout_role(doc):
             findings.extend(check_role(doc, self.config.rollout_src))
+        if is_inference_service(doc):
+            findings.extend(Finding(f.path, f.message, WEBHOOK_RULE) for f in webhook_findings(doc))
         return findings
 
     def _schema_findings(self, doc: Mapping[str, Any]) -> list[Finding]:
@@ -157,6 +195,6 @@ class Checker:
             Finding(
                 ("kind",),
                 f"no schema for {api_version} {kind}{hint}: not a built-in kind of "
-                f"Kubernetes {self.config.kube_version} and no CRD under {self.crds.root}",
+                f"Kubernetes {self.config.kube_version} and {self.crds.source.lacks()}",
             )
         ]

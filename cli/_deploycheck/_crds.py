@@ -1,4 +1,5 @@
-"""Upstream CustomResourceDefinitions, indexed by (apiVersion, kind)."""
+"""CustomResourceDefinitions, indexed by (apiVersion, kind): from a folder of upstream
+YAML, or as a cluster serves them (``_cluster``)."""
 
 from __future__ import annotations
 
@@ -25,19 +26,57 @@ class CrdVersion:
     namespaced: bool
     served: bool
     schema: Mapping[str, Any]
-    source: Path
+    source: Path | str
 
     @property
     def api_version(self) -> str:
         return f"{self.group}/{self.version}"
 
 
-class CrdIndex:
-    """Every CRD found under a folder; build once and share (parsing takes about a second)."""
+@dataclass(frozen=True)
+class CrdSource:
+    """Where an index's definitions came from: a ``folder`` or a ``cluster`` (its API
+    server's URL), and how many CustomResourceDefinitions it held."""
 
-    def __init__(self, versions: Mapping[tuple[str, str], CrdVersion], root: Path) -> None:
+    kind: str
+    location: str
+    definitions: int
+
+    def describe(self) -> str:
+        """``CRDs: cluster https://… (37 definitions)``, ``CRDs: folder … (25 definitions)``."""
+        return f"CRDs: {self.kind} {self.location} ({self.definitions} definitions)"
+
+    def lacks(self) -> str:
+        """How to say a kind has no CRD here."""
+        if self.kind == "cluster":
+            return f"no CRD for it in the cluster at {self.location}"
+        return f"no CRD under {self.location}"
+
+    def to_dict(self) -> dict[str, object]:
+        return {"source": self.kind, "location": self.location, "definitions": self.definitions}
+
+
+class CrdIndex:
+    """Every CRD of one source; build once and share (parsing a folder takes a second)."""
+
+    def __init__(
+        self, versions: Mapping[tuple[str, str], CrdVersion], root: Path, source: CrdSource
+    ) -> None:
         self._versions = dict(versions)
         self.root = root
+        self.source = source
+
+    @classmethod
+    def from_documents(
+        cls, docs: list[Any], source: CrdSource, origin: Path | str | None = None
+    ) -> CrdIndex:
+        """The CustomResourceDefinition documents among ``docs`` (others are ignored)."""
+        versions: dict[tuple[str, str], CrdVersion] = {}
+        for doc in docs:
+            if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                for crd_version in _versions_of(doc, origin or source.location):
+                    versions[(crd_version.api_version, crd_version.kind)] = crd_version
+        return cls(versions, Path(source.location), source)
 
     @classmethod
     def load(cls, root: Path, cache_dir: Path | None = None) -> CrdIndex:
@@ -45,14 +84,16 @@ class CrdIndex:
         keyed by the file's sha256 (the InferenceService CRD alone takes over a second
         to parse as YAML, a hundredth of that as JSON)."""
         versions: dict[tuple[str, str], CrdVersion] = {}
+        definitions = 0
         for path in sorted(root.rglob("*.yaml")):
             for doc in _load_file(path, cache_dir):
                 if isinstance(doc, dict) and doc.get("kind") == "CustomResourceDefinition":
+                    definitions += 1
                     for crd_version in _versions_of(doc, path):
                         versions[(crd_version.api_version, crd_version.kind)] = crd_version
         if not versions:
             raise DeployError(f"no CustomResourceDefinition documents under {root}")
-        return cls(versions, root)
+        return cls(versions, root, CrdSource("folder", str(root), definitions))
 
     def lookup(self, api_version: str, kind: str) -> CrdVersion | None:
         return self._versions.get((api_version, kind))
@@ -69,6 +110,11 @@ class CrdIndex:
 
     def __len__(self) -> int:
         return len(self._versions)
+
+
+def load_file(path: Path, cache_dir: Path | None) -> list[Any]:
+    """The YAML documents of one file, through the JSON cache in ``cache_dir``."""
+    return _load_file(path, cache_dir)
 
 
 def _load_file(path: Path, cache_dir: Path | None) -> list[Any]:
@@ -96,7 +142,7 @@ def _load_file(path: Path, cache_dir: Path | None) -> list[Any]:
     return docs
 
 
-def _versions_of(crd: Mapping[str, Any], path: Path) -> list[CrdVersion]:
+def _versions_of(crd: Mapping[str, Any], path: Path | str) -> list[CrdVersion]:
     spec = crd.get("spec") or {}
     names = spec.get("names") or {}
     out = []

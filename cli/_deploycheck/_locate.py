@@ -22,6 +22,15 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
+def checkout_crds_dir() -> Path:
+    """``<repo>/../shared/crds``: where a checkout's CI keeps the upstream CRDs."""
+    return repo_root().parent / "shared" / "crds"
+
+
+def has_crd_files(path: Path) -> bool:
+    return path.is_dir() and any(path.rglob("*.yaml"))
+
+
 def find_crds_dir(explicit: Path | None = None) -> Path:
     """``explicit``, else ``$MODELCTL_CRDS_DIR``, else ``<repo>/../shared/crds``."""
     if explicit is not None:
@@ -29,8 +38,8 @@ def find_crds_dir(explicit: Path | None = None) -> Path:
     elif os.environ.get(CRDS_ENV):
         path, origin = Path(os.environ[CRDS_ENV]), f"${CRDS_ENV}"
     else:
-        path, origin = repo_root().parent / "shared" / "crds", "the default beside the checkout"
-    if path.is_dir() and any(path.rglob("*.yaml")):
+        path, origin = checkout_crds_dir(), "the default beside the checkout"
+    if has_crd_files(path):
         return path
     raise DeployError(
         f"no upstream CRDs at {path} ({origin}): set {CRDS_ENV} or pass --crds DIR "

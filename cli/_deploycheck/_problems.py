@@ -27,23 +27,29 @@ def format_path(path: Sequence[str | int]) -> str:
 @dataclass(frozen=True)
 class Problem:
     """What is wrong, and where: ``source`` is a file or kustomize directory, ``document``
-    the 0-based index of the YAML document in that file (or in the rendered stream)."""
+    the 0-based index of the YAML document in that file (or in the rendered stream);
+    ``rule`` names the check when it is one with a name (``kserve-webhook``)."""
 
     source: str
     document: int
     path: JsonPath
     message: str
+    rule: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.source}:{self.document}:{format_path(self.path)}: {self.message}"
+        line = f"{self.source}:{self.document}:{format_path(self.path)}: {self.message}"
+        return f"{line} [{self.rule}]" if self.rule else line
 
     def to_dict(self) -> dict[str, object]:
-        return {
+        out: dict[str, object] = {
             "source": self.source,
             "document": self.document,
             "path": format_path(self.path),
             "message": self.message,
         }
+        if self.rule:
+            out["rule"] = self.rule
+        return out
 
 
 @dataclass(frozen=True)
@@ -52,3 +58,4 @@ class Finding:
 
     path: JsonPath
     message: str
+    rule: str | None = None

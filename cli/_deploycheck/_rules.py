@@ -2,12 +2,13 @@
 
 - ``gpu_request_equals_limit``: an extended GPU resource is requested exactly as limited
   (the scheduler counts requests, the device plugin hands out limits);
-- ``canary_matches_mode``: ``canaryTrafficPercent`` only in Knative mode, ``spec.canary``
-  only in Standard mode (KServe silently ignores the other one);
+- ``canary_matches_mode``: ``canaryTrafficPercent`` only in Knative mode (KServe silently
+  ignores it in Standard mode; ``spec.canary`` outside Standard mode is refused by the
+  webhook, ``_webhook``), and a deployment mode KServe knows;
 - ``no_latest_images``: every image names a tag other than ``latest`` or a digest;
 - ``containers_have_resources``: requests for cpu and memory and a memory limit;
-- ``names_are_dns``: ``metadata.name`` is a DNS-1123 name (InferenceServices: a label
-  starting with a letter, as KServe requires);
+- ``names_are_dns``: ``metadata.name`` is a DNS-1123 name (InferenceServices: at most 63
+  characters, a DNS label; the webhook, ``_webhook``, checks the rest of their format);
 - ``keda_query_selects_itself``: a KEDA Prometheus query of an InferenceService selects
   that InferenceService (``isvc=``/``namespace=``), not a copy-pasted neighbour.
 
@@ -21,7 +22,9 @@ from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from cli._deploycheck._canary import canary_predictor
 from cli._deploycheck._problems import Finding, JsonPath
+from cli._deploycheck._webhook_component import MODEL_KEYS
 
 Rule = Callable[[Mapping[str, Any]], list[Finding]]
 
@@ -35,20 +38,6 @@ _MODES = {
     "ModelMesh": "ModelMesh",
 }
 _COMPONENTS = ("predictor", "transformer", "explainer")
-# KServe's framework shorthands: each is a container spec like ``model``.
-_MODEL_KEYS = (
-    "model",
-    "sklearn",
-    "xgboost",
-    "tensorflow",
-    "pytorch",
-    "triton",
-    "onnx",
-    "huggingface",
-    "pmml",
-    "lightgbm",
-    "paddle",
-)
 _POD_SPEC_PATHS = {
     "Pod": ("spec",),
     "Job": ("spec", "template", "spec"),
@@ -59,7 +48,6 @@ _POD_SPEC_PATHS = {
     "CronJob": ("spec", "jobTemplate", "spec", "template", "spec"),
 }
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_ISVC_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _SELECTOR = re.compile(r'\b(isvc|namespace)\s*=\s*"([^"]*)"')
 
 
@@ -77,15 +65,18 @@ def _get(doc: Any, path: JsonPath) -> Any:
 
 
 def _component_specs(doc: Mapping[str, Any]) -> Iterator[tuple[JsonPath, dict[str, Any]]]:
-    """Every predictor/transformer/explainer spec of an InferenceService, canaries included."""
+    """Every predictor/transformer/explainer spec of an InferenceService, and each canary
+    entry's predictor as KServe runs it (merged over the stable one, ``_canary``)."""
     raw = doc.get("spec")
     spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
     for name in _COMPONENTS:
         if isinstance(spec.get(name), dict):
             yield ("spec", name), spec[name]
+    raw_stable = spec.get("predictor")
+    stable: dict[str, Any] = raw_stable if isinstance(raw_stable, dict) else {}
     for index, canary in enumerate(spec.get("canary") or []):
         if isinstance(canary, dict) and isinstance(canary.get("predictor"), dict):
-            yield ("spec", "canary", index, "predictor"), canary["predictor"]
+            yield ("spec", "canary", index, "predictor"), canary_predictor(stable, canary)
 
 
 def containers(doc: Mapping[str, Any]) -> Iterator[tuple[JsonPath, dict[str, Any]]]:
@@ -94,7 +85,7 @@ def containers(doc: Mapping[str, Any]) -> Iterator[tuple[JsonPath, dict[str, Any
     pod_specs: list[tuple[JsonPath, Any]] = []
     if kind == "InferenceService":
         for path, component in _component_specs(doc):
-            for key in _MODEL_KEYS:
+            for key in MODEL_KEYS:
                 if isinstance(component.get(key), dict):
                     yield (*path, key), component[key]
             pod_specs.append((path, component))
@@ -189,26 +180,6 @@ def canary_matches_mode(doc: Mapping[str, Any]) -> list[Finding]:
                     "use spec.canary[] in Standard mode",
                 )
             )
-    canaries = _get(doc, ("spec", "canary"))
-    if canaries and mode != "Standard":
-        out.append(
-            Finding(
-                ("spec", "canary"),
-                f"spec.canary only works in Standard mode ({DEPLOYMENT_MODE}: Standard); "
-                f"this InferenceService has {shown}: use predictor.canaryTrafficPercent "
-                "in Knative mode",
-            )
-        )
-    if isinstance(canaries, list):
-        total = sum(
-            c.get("trafficPercent") or 0
-            for c in canaries
-            if isinstance(c, dict) and isinstance(c.get("trafficPercent"), int)
-        )
-        if total > 100:
-            out.append(
-                Finding(("spec", "canary"), f"canary trafficPercent adds up to {total}, over 100")
-            )
     return out
 
 
@@ -276,12 +247,12 @@ def names_are_dns(doc: Mapping[str, Any]) -> list[Finding]:
         )
     name = str(name)
     if doc.get("kind") == "InferenceService":
-        if not _ISVC_NAME.match(name) or len(name) > 63:
+        if len(name) > 63:  # KServe's own format check is the webhook's (``_webhook``)
             return [
                 Finding(
                     ("metadata", "name"),
-                    f"{name!r} is not a valid InferenceService name: lower-case "
-                    "letters, digits and '-', starting with a letter, at most 63",
+                    f"{name!r} is not a valid InferenceService name: at most 63 characters "
+                    "(it names Services and DNS labels)",
                 )
             ]
     elif not _DNS_SUBDOMAIN.match(name) or len(name) > 253:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from cli._deploycheck import Checker
+from cli._deploycheck._canary import canary_predictor
 from predictor._config import build_parser
 from tests.manifests.conftest import (
     OVERLAYS,
@@ -24,6 +25,13 @@ def isvc_of(text: str) -> dict[str, Any]:
     docs = [d for d in load_all(text) if d["kind"] == "InferenceService"]
     assert len(docs) == 1
     return docs[0]
+
+
+def components(isvc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The stable predictor and each canary's predictor as KServe runs it (merged over
+    the stable one by buildCanaryPredictor)."""
+    stable = isvc["spec"]["predictor"]
+    return [stable] + [canary_predictor(stable, c) for c in isvc["spec"].get("canary", [])]
 
 
 def test_every_promised_overlay_exists() -> None:
@@ -84,10 +92,7 @@ def test_args_are_predictor_flags_and_scale_target_follows_batch_size(
     overlay: str, rendered: dict[str, str]
 ) -> None:
     isvc = isvc_of(rendered[overlay])
-    components = [isvc["spec"]["predictor"]] + [
-        c["predictor"] for c in isvc["spec"].get("canary", [])
-    ]
-    for component in components:
+    for component in components(isvc):
         flags = parse(effective_args(isvc, component))
         per_replica = 2 * flags["max_batch_size"]
         if "scaleTarget" in component:
@@ -133,9 +138,21 @@ def test_standard_overlays(rendered: dict[str, str]) -> None:
         [metric] = predictor["autoScaling"]["metrics"]
         assert metric["external"]["metric"]["backend"] == "prometheus"
         assert "modelctl_inflight_requests" in metric["external"]["metric"]["query"]
-    canary = isvc_of(rendered["standard-canary"])["spec"]["canary"]
+    isvc = isvc_of(rendered["standard-canary"])
+    canary = isvc["spec"]["canary"]
     assert [c["trafficPercent"] for c in canary] == [10]
     assert parse(effective_args({}, canary[0]["predictor"]))["role"] == "canary"
+    # Fixed replicas, within the stable's; everything else comes from the stable.
+    entry = canary[0]["predictor"]
+    assert not {"maxReplicas", "scaleTarget", "scaleMetric", "autoScaling"} & set(entry)
+    assert entry["minReplicas"] <= isvc["spec"]["predictor"]["minReplicas"]
+    merged = canary_predictor(isvc["spec"]["predictor"], canary[0])
+    assert merged["serviceAccountName"] == isvc["spec"]["predictor"]["serviceAccountName"]
+    assert merged["model"]["runtime"] == runtime_doc()["metadata"]["name"]
+    # A canary's args replace the stable's whole: it must repeat the stable's flags.
+    stable_flags = parse(effective_args(isvc))
+    canary_flags = parse(effective_args(isvc, merged))
+    assert {**stable_flags, "role": "canary"} == canary_flags
     assert (
         isvc_of(rendered["standard-canary"])["spec"]["predictor"]["model"]["storageUri"]
         == "modelctl-registry://MODEL@stable"
@@ -146,9 +163,6 @@ def test_grace_period_covers_the_drain(rendered: dict[str, str]) -> None:
     drain_s = parse(effective_args(isvc_of(rendered["cpu"])))["drain_timeout_s"]
     for overlay in overlay_names():
         isvc = isvc_of(rendered[overlay])
-        components = [isvc["spec"]["predictor"]] + [
-            c["predictor"] for c in isvc["spec"].get("canary", [])
-        ]
-        for component in components:
+        for component in components(isvc):
             assert component["terminationGracePeriodSeconds"] > drain_s
             assert component["securityContext"]["runAsNonRoot"] is True

@@ -21,8 +21,14 @@ def role() -> dict[str, Any]:
 def test_scanner_maps_calls_to_permissions() -> None:
     uses, unresolved = scan_sources(ROLLOUT_OK)
     assert sorted((u.group, u.resource, u.verb) for u in uses) == [
+        ("", "configmaps", "create"),
+        ("", "configmaps", "get"),
+        ("", "configmaps", "update"),
         ("", "events", "create"),
         ("", "events", "list"),
+        ("apps", "deployments", "get"),
+        ("gateway.networking.k8s.io", "httproutes", "get"),
+        ("serving.knative.dev", "revisions", "get"),
         ("serving.kserve.io", "inferenceservices", "create"),
         ("serving.kserve.io", "inferenceservices", "delete"),
         ("serving.kserve.io", "inferenceservices", "get"),

@@ -29,7 +29,7 @@ CASES = {
         ),
     ],
     "canary-list-knative.yaml": [
-        (0, "$.spec.canary", "spec.canary only works in Standard mode"),
+        (0, "$.spec.canary", "canary is only supported in Standard deployment mode"),
     ],
     "image-latest.yaml": [
         (0, "$.spec.containers[0].image", "uses tag latest"),
@@ -77,7 +77,7 @@ CASES = {
         (
             0,
             "$.rules",
-            'missing verb "list" on events, used by ok/kube_calls.py:16 (list_namespaced_event)',
+            'missing verb "list" on events, used by ok/kube_calls.py:18 (list_namespaced_event)',
         ),
     ],
 }
