@@ -28,8 +28,8 @@ app = typer.Typer(
     help=(
         "Canary rollouts on KServe: point an InferenceService at a new registry version, "
         "move traffic step by step while Prometheus says it is healthy, then promote "
-        "or roll back. The rollout's state lives on the InferenceService (annotation "
-        "rollout.modelctl.io/state), so any machine can pick it up."
+        "or roll back. The rollout's state lives in the ConfigMap <isvc>-rollout beside "
+        "the InferenceService, so any machine can pick it up."
     ),
     no_args_is_help=True,
     add_completion=False,
@@ -262,11 +262,30 @@ def _verb(kind: str, reason: str, isvc: str, namespace: str | None, kubeconfig: 
     return engine, engine.step(Command(kind, reason))
 
 
+def _wait_final(engine: Engine, result: StepResult, kind: str, timeout_s: float) -> StepResult:
+    """Repeat ``kind`` until the rollout's end is in effect or ``timeout_s`` passes;
+    the decisions of every step are kept."""
+    from dataclasses import replace
+
+    from rollout import Command
+
+    decisions = result.decisions
+    deadline = time.monotonic() + timeout_s
+    while not result.is_final and time.monotonic() < deadline:
+        time.sleep(0.5)
+        result = engine.step(Command(kind))
+        decisions = (*decisions, *result.decisions)
+    return replace(result, decisions=decisions)
+
+
 @app.command()
 def promote(
     isvc: Isvc,
     full: Annotated[bool, typer.Option("--full", help="Straight to 100% and promote.")] = False,
     reason: Reason = "manual promotion",
+    wait: Annotated[bool, typer.Option(
+        help="After a promotion, wait until it is in effect.")] = True,
+    timeout: Annotated[str, typer.Option(help="How long --wait waits.")] = "5m",
     registry: RegistryOption = None,
     namespace: Namespace = None,
     kubeconfig: Kubeconfig = None,
@@ -277,8 +296,10 @@ def promote(
 ) -> None:
     """Move the canary to the next step now; --full promotes it to stable.
 
-    Promotion moves the registry alias stable and removes canary. Refused
-    while the canary is not Ready.
+    Promotion moves the registry alias stable and removes canary once it is in
+    effect (KServe's Standard mode first moves all traffic to a full-size canary,
+    then renames it). Refused while the canary is not Ready. Exits 3 if the
+    promotion is not in effect within --timeout (run the command again to finish).
 
     Examples:
 
@@ -286,9 +307,19 @@ def promote(
 
         modelctl rollout promote demo-embed --full --reason "load test passed"
     """
-    _, result = _verb("promote-full" if full else "promote", reason, isvc, namespace,
-                      kubeconfig, context, registry, dry_run, target)
+    from rollout import Phase, parse_duration_s
+
+    kind = "promote-full" if full else "promote"
+    engine, result = _verb(kind, reason, isvc, namespace, kubeconfig, context, registry,
+                           dry_run, target)
+    promoting = result.state.phase is Phase.PROMOTED and wait and not dry_run
+    result = _wait_final(engine, result, kind, parse_duration_s(timeout)) if promoting else result
     _show(result, json_out)
+    if promoting and not result.is_final:
+        sys.stderr.write(f"{result.seen.target}: {result.state.canary_label} is promoted, but "
+                         f"the promotion is not in effect yet ({result.waiting}); run the "
+                         "command again to finish\n")
+        raise typer.Exit(EXIT_UNFINISHED)
 
 
 @app.command()
@@ -314,20 +345,13 @@ def rollback(
 
         modelctl rollout rollback demo-embed --reason "p99 up in dashboards"
     """
-    from rollout import Command, Phase, parse_duration_s
+    from rollout import Phase, parse_duration_s
 
-    timeout_s = parse_duration_s(timeout)
     engine, result = _verb("rollback", reason, isvc, namespace, kubeconfig, context, registry,
                            dry_run, target)
-    decisions = result.decisions
-    deadline = time.monotonic() + timeout_s
-    while wait and not dry_run and not result.is_final and time.monotonic() < deadline:
-        time.sleep(0.5)
-        result = engine.step(Command("rollback"))
-        decisions = (*decisions, *result.decisions)
-    from dataclasses import replace
-
-    _show(replace(result, decisions=decisions), json_out)
+    if wait and not dry_run:
+        result = _wait_final(engine, result, "rollback", parse_duration_s(timeout))
+    _show(result, json_out)
     if not dry_run and result.state.phase is not Phase.ROLLED_BACK and wait:
         sys.stderr.write(f"{result.seen.target}: traffic is on {result.state.stable_label}, "
                          f"but restoring it is not finished ({result.waiting}); run the "

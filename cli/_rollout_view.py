@@ -31,7 +31,9 @@ def status_doc(seen: Observation, state: RolloutState) -> dict[str, Any]:
         "observed": {
             "canary_weight_pct": seen.canary_weight_pct,
             "canary_ready": seen.canary_ready,
+            "requested_weight_pct": seen.requested_weight_pct,
             "restored": seen.restored,
+            "promoted": seen.promoted,
             "detail": dict(seen.detail),
         },
         "state": state.to_dict(),
@@ -61,7 +63,8 @@ def render_status(console: Console, seen: Observation, state: RolloutState) -> N
         ("canary", f"{state.canary_label}  {state.canary_uri}"),
         ("phase", state.phase.value + ("  (paused)" if state.paused else "")),
         ("step", f"{state.step_index + 1} of {len(state.plan.steps_pct)}  (steps {steps}%)"),
-        ("weight", f"{state.weight_pct}% asked, {seen.canary_weight_pct}% routed, canary "
+        ("weight", f"{state.weight_pct}% asked, {_pct(seen.requested_weight_pct)} in the spec, "
+                   f"{seen.canary_weight_pct}% routed, canary "
                    + ("Ready" if seen.canary_ready else "not Ready")),
         ("failures", f"{state.failures} of {state.plan.failure_limit} allowed; "
                      f"{state.inconclusive} inconclusive"),
@@ -74,6 +77,10 @@ def render_status(console: Console, seen: Observation, state: RolloutState) -> N
     if state.last_analysis is not None:
         render_analysis(console, state.last_analysis, title="last analysis")
     render_history(console, state, limit=10)
+
+
+def _pct(value: int | None) -> str:
+    return "none" if value is None else f"{value}%"
 
 
 def render_analysis(console: Console, analysis: AnalysisResult, title: str = "analysis") -> None:

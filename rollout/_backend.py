@@ -39,7 +39,11 @@ class Observation:
     nothing of the canary is left in the spec and the stable version serves all
     traffic. ``version`` is the optimistic-concurrency token of this read.
     ``start_blockers`` says why a new rollout cannot start here (empty: it can);
-    ``raw`` is the backend's own copy of what it read.
+    ``raw`` is the backend's own copy of what it read. ``promoted`` is true once
+    the canary serves as the stable with all traffic and nothing of the old stable
+    takes any. ``requested_weight_pct`` is the canary share the target's own
+    configuration asks for (None: it runs no canary of this rollout), so a change
+    that was stored in the state but never reached the target can be redone.
     """
 
     target: str
@@ -50,6 +54,8 @@ class Observation:
     canary_weight_pct: int
     canary_ready: bool
     restored: bool
+    promoted: bool
+    requested_weight_pct: int | None
     start_blockers: tuple[str, ...] = ()
     detail: Mapping[str, Any] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)

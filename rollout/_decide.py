@@ -8,6 +8,8 @@ thin shell that reads, calls this, and writes.
 
 Rules, at each tick of a progressing rollout:
 
+* the target's configuration does not ask for the state's weight (a write lost
+  after the state was stored): set it again;
 * paused: hold;
 * the canary is not Ready at the set weight: hold (the analysis window starts
   only once it is, so a step never advances past a canary that is not Ready);
@@ -82,6 +84,8 @@ def decide(
                         reason=command.reason or "manual promotion")
     if state.phase is Phase.ROLLING_BACK:
         return _continue_rollback(state, seen, now)
+    if state.phase is Phase.PROMOTED and not state.aliases_synced and not seen.promoted:
+        return _finish_promotion(state)
     if state.phase.is_final:
         return Outcome(state, waiting=f"rollout {state.phase.value}")
     return _tick(state, seen, now, analysis)
@@ -96,6 +100,10 @@ def analysis_due(state: RolloutState, seen: Observation, now: float) -> bool:
 def _tick(state: RolloutState, seen: Observation, now: float,
           analysis: AnalysisResult | None) -> Outcome:
     weight = state.weight_pct
+    if seen.requested_weight_pct != weight:
+        # The state asks for a weight the target's configuration does not carry (its
+        # write was lost after the state was stored): write it again.
+        return Outcome(state, SetWeight(weight), waiting=f"setting the canary to {weight}%")
     if state.paused:
         return Outcome(state, waiting=f"paused at {weight}%")
     if not seen.canary_ready or seen.canary_weight_pct != weight:
@@ -177,6 +185,12 @@ def _promoted(state: RolloutState, now: float, why: str, numbers: dict[str, obje
     return Outcome(new, Promote(), (decision,), waiting="promoted")
 
 
+def _finish_promotion(state: RolloutState) -> Outcome:
+    """Decided, not yet in effect (KServe's Standard mode promotes in two moves, and a
+    spec write can be lost after the state was stored): carry on until it is."""
+    return Outcome(state, Promote(), waiting=f"promoting {state.canary_label}")
+
+
 def _start_rollback(state: RolloutState, now: float, why: str,
                     numbers: dict[str, object]) -> Outcome:
     decision = _decision(state, now, "RollbackStarted",
@@ -233,6 +247,8 @@ def _rollback(state: RolloutState, seen: Observation, now: float, reason: str) -
 def _promote(state: RolloutState, seen: Observation, now: float, *, full: bool,
              reason: str) -> Outcome:
     if state.phase is Phase.PROMOTED:
+        if not state.aliases_synced and not seen.promoted:
+            return _finish_promotion(state)
         return Outcome(state, waiting="already promoted")
     _require_progressing(state, "promote")
     if not seen.canary_ready:

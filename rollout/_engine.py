@@ -82,6 +82,11 @@ class StepResult:
     def is_final(self) -> bool:
         return self.state.phase.is_final and self.state.aliases_synced
 
+    @property
+    def in_effect(self) -> bool:
+        """The final phase has taken effect on the target (a promotion is complete)."""
+        return self.state.phase is not Phase.PROMOTED or self.seen.promoted
+
 
 class Engine:
     """Drives one rollout through a backend; see the module docstring."""
@@ -148,7 +153,8 @@ class Engine:
             except Conflict:
                 log.info("conflict writing %s; re-reading", seen.target)
                 continue
-            if result.state.phase.is_final and not result.state.aliases_synced:
+            if (result.state.phase.is_final and not result.state.aliases_synced
+                    and result.in_effect):
                 result = self._sync_aliases(result)
             return result
         raise Conflict(f"{state.ref} kept changing under us ({MAX_CONFLICTS} conflicting "
@@ -285,7 +291,7 @@ def run(engine: Engine, *, poll_s: float = 5.0, deadline_s: float | None = None,
                 last = result
                 if progress is not None:
                     progress(result)
-                done = result.state.phase.is_final and (
+                done = result.state.phase.is_final and result.in_effect and (
                     result.state.aliases_synced or engine.registry is None)
                 if done or engine.dry_run:
                     outcome = {Phase.PROMOTED: "promoted",

@@ -1,60 +1,46 @@
 """The ``kserve`` traffic backend: a canary on a ``serving.kserve.io/v1beta1`` InferenceService.
 
-Knative mode: the canary is the latest revision of the predictor, its share is
-``spec.predictor.canaryTrafficPercent`` and the previous rolled-out revision keeps
-the rest (KServe splits the Knative route that way). Rollback first pins all
-traffic to the stable revision (``canaryTrafficPercent: 0``), then restores the
-stable ``storageUri``, and only when that restored revision is Ready removes the
-percentage, so no request ever reaches a revision that is not Ready.
+Knative mode (``_kserve_knative``): the canary is the latest revision and
+``spec.predictor.canaryTrafficPercent`` its share. Standard mode
+(``_kserve_standard``): the canary is an entry of ``spec.canary[]``, its own
+Deployment, weighted by KServe on the HTTPRoute. Each module says which KServe
+source its rules follow. Readiness and weight come from what KServe and the
+systems under it really report (revisions and the URIs they run, the traffic
+Knative routes, the canary Deployment's rollout state, the HTTPRoute's weights),
+never from ``status.observedGeneration``, which KServe copies from the Knative
+Service or the first Deployment and which therefore does not follow the
+InferenceService's generation.
 
-Standard mode: the canary is an entry of ``spec.canary[]`` (a named copy of the
-predictor with the new ``storageUri``, or the entry the manifests already declare
-for that version) with ``trafficPercent``; promotion renames
-the predictor to the canary's name and drops the entry (KServe then keeps the
-canary's Deployment, so nothing restarts); rollback drops the entry.
-
-Readiness comes from what KServe reports: ``status.components.predictor``
-(``latestCreatedRevision``, ``latestReadyRevision``, ``latestRolledoutRevision``,
-``traffic``) in Knative mode, ``status.canaryStatuses[]`` in Standard mode, and
-``status.observedGeneration`` against ``metadata.generation`` in both.
+The rollout state lives in a ConfigMap (``_kserve_state``), not on the
+InferenceService, whose annotations KServe copies onto revisions and pods. A
+write stores the state first (conditional on the ConfigMap's resourceVersion: the
+one place two writers can collide), then patches the spec, which is derived from
+the state alone: a spec write that is lost is redone by the next tick.
 """
 
 from __future__ import annotations
 
-import copy
 import secrets
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from rollout._backend import (
-    Change,
-    Deploy,
-    Observation,
-    Promote,
-    Rollback,
-    SaveState,
-    Served,
-    SetWeight,
-)
-from rollout._errors import InvalidTransition, RolloutError, UnsupportedTarget
+from rollout import _kserve_knative as knative
+from rollout import _kserve_standard as standard
+from rollout._backend import Change, Deploy, Observation, SaveState, Served
+from rollout._errors import Conflict, NotFound, RolloutError, UnsupportedTarget
+from rollout._kserve_state import StateStore, StoredState
 from rollout._kube import GROUP, KIND, VERSION, KubeClient
-from rollout._state import (
-    MODEL_ANNOTATION,
-    STATE_ANNOTATION,
-    VERSION_ANNOTATION,
-    Decision,
-    Phase,
-    RolloutState,
-)
+from rollout._state import MODEL_ANNOTATION, VERSION_ANNOTATION, Decision, Phase, RolloutState
 
-MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
-KNATIVE = "knative"
-STANDARD = "standard"
+MODE_ANNOTATION = standard.MODE_ANNOTATION
+KNATIVE = knative.KNATIVE
+STANDARD = standard.STANDARD
 _MODES = {"Knative": KNATIVE, "Serverless": KNATIVE, "Standard": STANDARD,
           "RawDeployment": STANDARD}
 EVENT_COMPONENT = "modelctl-rollout"
+SPEC_RETRIES = 4
 
 
 def deployment_mode(obj: Mapping[str, Any]) -> str | None:
@@ -82,91 +68,140 @@ class KServeBackend:
         self.kube = kube
         self.namespace = namespace
         self.isvc = isvc
+        self.store = StateStore(kube, namespace, isvc)
         self._clock = clock
         self._reporter = reporter
         self._uid: str | None = None
 
+    @property
+    def target(self) -> str:
+        return f"{self.namespace}/{self.isvc}"
+
     # -- reading ---------------------------------------------------------------
     def observe(self) -> Observation:
+        stored = self.store.read()
         obj = self.kube.get_isvc(self.namespace, self.isvc)
-        return self.view(obj)
+        return self.view(obj, stored, self._related(obj, stored.state))
 
-    def view(self, obj: Mapping[str, Any]) -> Observation:
-        """Interpret one read of the InferenceService (pure)."""
-        meta = obj.get("metadata") or {}
-        self._uid = meta.get("uid") or self._uid
-        annotations = _annotations(obj)
-        where = f"{self.namespace}/{self.isvc}"
-        text = annotations.get(STATE_ANNOTATION)
-        state = RolloutState.from_json(text, where=where) if text else None
-        version = annotations.get(VERSION_ANNOTATION)
-        served = Served(
-            model=annotations.get(MODEL_ANNOTATION),
-            version=int(version) if version and version.isdigit() else None,
-            uri=_model(obj).get("storageUri"),
-        )
+    def _related(self, obj: Mapping[str, Any], state: RolloutState | None) -> dict[str, Any]:
+        """What KServe's status alone does not say: revisions' URIs, Deployments, the route."""
         mode = deployment_mode(obj)
         if mode == KNATIVE:
-            weight, ready, restored, detail = _knative_view(obj, state)
+            uris: dict[str, str | None] = {}
+            for name in knative.revisions_to_read(obj):
+                revision = self._get_or_none(self.kube.get_revision, name)
+                uris[name] = knative.revision_uri(revision) if revision else None
+            return {"revision_uris": uris}
+        if mode == STANDARD:
+            canary = state.backend_data.get("canary_name") if state else None
+            stable = standard.service_name(self.isvc, knative.predictor(obj).get("name"))
+            return {
+                "stable_deployment": self._get_or_none(self.kube.get_deployment, stable),
+                "canary_deployment": (self._get_or_none(
+                    self.kube.get_deployment, standard.service_name(self.isvc, canary))
+                    if canary else None),
+                "route": self._get_or_none(self.kube.get_httproute,
+                                           standard.route_name(self.isvc)),
+            }
+        return {}
+
+    def _get_or_none(self, get: Callable[[str, str], dict[str, Any]],
+                     name: str) -> dict[str, Any] | None:
+        try:
+            return get(self.namespace, name)
+        except NotFound:
+            return None
+
+    def view(self, obj: Mapping[str, Any], stored: StoredState,
+             related: Mapping[str, Any]) -> Observation:
+        """Interpret one read of the InferenceService, its state and what runs it (pure)."""
+        meta = obj.get("metadata") or {}
+        self._uid = meta.get("uid") or self._uid
+        state = stored.state
+        mode = deployment_mode(obj)
+        if mode == KNATIVE:
+            seen = knative.view(obj, state, related.get("revision_uris") or {})
+            blockers = knative.start_blockers(obj, state)
         elif mode == STANDARD:
-            weight, ready, restored, detail = _standard_view(obj, state)
+            seen = standard.view(_standard_seen(obj, related), state)
+            blockers = standard.start_blockers(obj, related.get("route"))
         else:
-            weight, ready, restored, detail = 0, False, state is None, {}
+            seen = knative.ModeView(restored=state is None)
+            blockers = []
         return Observation(
-            target=where,
+            target=self.target,
             mode=mode or "unknown",
-            version=str(meta.get("resourceVersion") or ""),
+            version=stored.version,
             state=state,
-            served=served,
-            canary_weight_pct=weight,
-            canary_ready=ready,
-            restored=restored,
-            start_blockers=_start_blockers(obj, mode, state),
-            detail=detail,
-            raw=obj,
+            served=_served(obj, state),
+            canary_weight_pct=seen.weight,
+            canary_ready=seen.ready,
+            restored=seen.restored,
+            promoted=seen.promoted,
+            requested_weight_pct=seen.requested,
+            start_blockers=_start_blockers(obj, mode, state, seen.promoted, blockers),
+            detail=seen.detail,
+            raw={"isvc": obj, **related},
         )
 
     # -- writing ---------------------------------------------------------------
     def apply(self, seen: Observation, change: Change, state: RolloutState) -> Observation:
-        patch = self.patch_for(seen, change, state)
-        current = {k: v for k, v in _annotations(seen.raw).items()
-                   if k in patch["metadata"]["annotations"]}
-        if "spec" not in patch and current == patch["metadata"]["annotations"]:
-            return seen  # nothing would change: no write, no new resourceVersion
-        obj = self.kube.patch_isvc(self.namespace, self.isvc, patch)
-        return self.view(obj)
+        state = self._prepared(seen, change, state)
+        if state != seen.state:
+            stored = self.store.write(state, seen.version, self._uid)
+        else:
+            stored = StoredState(state, seen.version)
+        obj: Mapping[str, Any] = seen.raw["isvc"]
+        related: Mapping[str, Any] = {k: v for k, v in seen.raw.items() if k != "isvc"}
+        current = seen
+        for _ in range(SPEC_RETRIES):
+            spec = self._spec_patch(current, change, state)
+            if not spec:
+                break
+            patch = {"metadata": {"resourceVersion": _resource_version(obj)}, "spec": spec}
+            try:
+                obj = self.kube.patch_isvc(self.namespace, self.isvc, patch)
+                break
+            except Conflict:  # KServe wrote status meanwhile; the spec follows the state
+                obj = self.kube.get_isvc(self.namespace, self.isvc)
+                related = self._related(obj, state)
+                current = self.view(obj, stored, related)
+        return self.view(obj, stored, related)
 
     def describe(self, seen: Observation, change: Change, state: RolloutState) -> Mapping[str, Any]:
-        return self.patch_for(seen, change, state)
-
-    def patch_for(self, seen: Observation, change: Change, state: RolloutState) -> dict[str, Any]:
-        """The conditional merge patch that carries out ``change`` and stores ``state``."""
-        if isinstance(change, Deploy):
-            if seen.start_blockers:
-                raise RolloutError(f"cannot start on {seen.target}: {seen.start_blockers[0]}")
-            state = state.evolve(backend_data=_backend_data(seen, change))
+        state = self._prepared(seen, change, state)
+        planned: dict[str, Any] = {}
+        if state != seen.state:
+            planned["configmap"] = self.store.body(state, seen.version, self._uid)
         spec = self._spec_patch(seen, change, state)
-        promoted = state.phase is Phase.PROMOTED
-        version = state.canary_version if promoted else state.stable_version
-        annotations = {
-            STATE_ANNOTATION: state.to_json(),
-            MODEL_ANNOTATION: state.model,
-            VERSION_ANNOTATION: str(version),
-        }
-        patch: dict[str, Any] = {
-            "metadata": {"resourceVersion": seen.version, "annotations": annotations},
-        }
         if spec:
-            patch["spec"] = spec
-        return patch
+            planned["inferenceservice"] = {"spec": spec}
+        return planned
+
+    def _prepared(self, seen: Observation, change: Change, state: RolloutState) -> RolloutState:
+        """``state`` with what this backend must remember of a new rollout."""
+        if not isinstance(change, Deploy):
+            return state
+        if seen.start_blockers:
+            raise RolloutError(f"cannot start on {seen.target}: {seen.start_blockers[0]}")
+        obj = seen.raw["isvc"]
+        if seen.mode == KNATIVE:
+            data = {"mode": KNATIVE}
+        else:
+            data = standard.backend_data(obj, change, seen.raw.get("stable_deployment"),
+                                         seen.target)
+            for entry in standard.entries(obj):
+                standard.check_entry(entry, seen.target)
+        return state.evolve(backend_data=data)
 
     def _spec_patch(self, seen: Observation, change: Change, state: RolloutState) -> dict[str, Any]:
         if isinstance(change, SaveState):
             return {}
+        obj = seen.raw["isvc"]
         if seen.mode == KNATIVE:
-            return _knative_spec(seen, change, state)
+            return knative.spec_for(obj, change, state, seen.raw.get("revision_uris") or {})
         if seen.mode == STANDARD:
-            return _standard_spec(seen, change, state)
+            return standard.spec_for(_standard_seen(obj, seen.raw), change, state)
         raise UnsupportedTarget(f"{seen.target}: cannot tell KServe's deployment mode "
                                 "(no status.deploymentMode); has KServe reconciled it?")
 
@@ -202,162 +237,48 @@ class KServeBackend:
         self.kube.create_event(self.namespace, body)
 
 
-# -- Knative mode ------------------------------------------------------------------
-def _knative_view(obj: Mapping[str, Any], state: RolloutState | None) -> tuple[
-        int, bool, bool, dict[str, Any]]:
-    pred = _component_status(obj)
-    created = pred.get("latestCreatedRevision")
-    ready_rev = pred.get("latestReadyRevision")
-    stable_rev = (state.backend_data.get("stable_revision") if state else None) or pred.get(
-        "latestRolledoutRevision")
-    settled = _generation_observed(obj) and bool(ready_rev) and ready_rev == created
-    spec_uri = _model(obj).get("storageUri")
-    percent = _predictor(obj).get("canaryTrafficPercent")
-    canary_ready = bool(state and spec_uri == state.canary_uri and settled
-                        and ready_rev != stable_rev)
-    weight = 0
-    if ready_rev and ready_rev != stable_rev:
-        weight = sum(int(t.get("percent") or 0) for t in pred.get("traffic") or []
-                     if t.get("revisionName") == ready_rev)
-    restored = bool(state is None or (percent is None and spec_uri == state.stable_uri
-                                      and settled))
-    detail = {
-        "latestCreatedRevision": created,
-        "latestReadyRevision": ready_rev,
-        "latestRolledoutRevision": pred.get("latestRolledoutRevision"),
-        "stableRevision": stable_rev,
-        "canaryTrafficPercent": percent,
-        "traffic": [{"revision": t.get("revisionName"), "percent": t.get("percent"),
-                     "tag": t.get("tag")} for t in pred.get("traffic") or []],
-    }
-    return weight, canary_ready, restored, detail
-
-
-def _knative_spec(seen: Observation, change: Change, state: RolloutState) -> dict[str, Any]:
-    if isinstance(change, Deploy):
-        return {"predictor": {"canaryTrafficPercent": change.weight_pct,
-                              "model": {"storageUri": change.uri}}}
-    if isinstance(change, SetWeight):
-        return {"predictor": {"canaryTrafficPercent": change.weight_pct}}
-    if isinstance(change, Promote):
-        return {"predictor": {"canaryTrafficPercent": None}}
-    assert isinstance(change, Rollback)
-    spec_uri = _model(seen.raw).get("storageUri")
-    percent = _predictor(seen.raw).get("canaryTrafficPercent")
-    if spec_uri != state.stable_uri:
-        if percent != 0:  # 1: all traffic back to the stable revision, at once
-            return {"predictor": {"canaryTrafficPercent": 0}}
-        # 2: the stable spec again; the new revision gets no traffic until Ready
-        return {"predictor": {"model": {"storageUri": state.stable_uri}}}
-    pred = _component_status(seen.raw)
-    settled = _generation_observed(seen.raw) and pred.get("latestReadyRevision") == pred.get(
-        "latestCreatedRevision")
-    if percent is not None and settled:  # 3: the restored revision is Ready: no more split
-        return {"predictor": {"canaryTrafficPercent": None}}
-    return {}
-
-
-# -- Standard mode -----------------------------------------------------------------
-def _standard_view(obj: Mapping[str, Any], state: RolloutState | None) -> tuple[
-        int, bool, bool, dict[str, Any]]:
-    name = state.backend_data.get("canary_name") if state else None
-    entries = list((obj.get("spec") or {}).get("canary") or [])
-    entry = _canary_entry(obj, name)
-    statuses = (obj.get("status") or {}).get("canaryStatuses") or []
-    reported = next((s for s in statuses if name and s.get("name") == name), None)
-    canary_uri = state.canary_uri if state else None
-    canary_ready = bool(entry and reported and reported.get("ready")
-                        and _generation_observed(obj)
-                        and _model(entry).get("storageUri") == canary_uri)
-    weight = int(reported.get("trafficPercent") or 0) if reported and reported.get("ready") else 0
-    spec_uri = _model(obj).get("storageUri")
-    restored = bool(state is None or (not entries and spec_uri == state.stable_uri))
-    detail = {
-        "predictorName": _predictor(obj).get("name"),
-        "canaryName": name,
-        "canaryTrafficPercent": entry.get("trafficPercent") if entry else None,
-        "canaryStatuses": [{"name": s.get("name"), "ready": s.get("ready"),
-                            "trafficPercent": s.get("trafficPercent")} for s in statuses],
-    }
-    return weight, canary_ready, restored, detail
-
-
-def _standard_spec(seen: Observation, change: Change, state: RolloutState) -> dict[str, Any]:
-    name = state.backend_data.get("canary_name", "")
-    if isinstance(change, Deploy):
-        adopted = _canary_entry(seen.raw, name)
-        if adopted is not None:  # declared in the manifests for this very version
-            return {"canary": [{**adopted, "trafficPercent": change.weight_pct}]}
-        predictor = copy.deepcopy(dict(_predictor(seen.raw)))
-        predictor.pop("canaryTrafficPercent", None)
-        predictor["name"] = name
-        model = predictor.setdefault("model", {})
-        model["storageUri"] = change.uri
-        model.setdefault("name", "kserve-container")  # the CRD requires it in canary entries
-        return {"canary": [{"predictor": predictor, "trafficPercent": change.weight_pct}]}
-    if isinstance(change, SetWeight):
-        entry = copy.deepcopy(dict(_canary_entry(seen.raw, name) or {}))
-        if not entry:
-            raise RolloutError(f"{seen.target}: canary {name!r} is missing from spec.canary")
-        entry["trafficPercent"] = change.weight_pct
-        return {"canary": [entry]}
-    if isinstance(change, Promote):
-        # KServe: set predictor.name to the canary's name and drop the entry; the
-        # canary's Deployment becomes the predictor's without a restart.
-        return {"predictor": {"name": name, "model": {"storageUri": state.canary_uri}},
-                "canary": None}
-    assert isinstance(change, Rollback)
-    return {"canary": None} if (seen.raw.get("spec") or {}).get("canary") else {}
-
-
-def _canary_entry(obj: Mapping[str, Any], name: str | None) -> dict[str, Any] | None:
-    for entry in (obj.get("spec") or {}).get("canary") or []:
-        if name and ((entry.get("predictor") or {}).get("name") == name):
-            return dict(entry)
-    return None
-
-
 # -- shared ------------------------------------------------------------------------
-def _backend_data(seen: Observation, change: Deploy) -> dict[str, str]:
-    if seen.mode == KNATIVE:
-        pred = _component_status(seen.raw)
-        stable = pred.get("latestRolledoutRevision") or pred.get("latestReadyRevision") or ""
-        return {"mode": KNATIVE, "stable_revision": str(stable)}
-    stable_name = _predictor(seen.raw).get("name") or ""
-    entries = list((seen.raw.get("spec") or {}).get("canary") or [])
-    same = [e for e in entries if _model(e).get("storageUri") == change.uri]
-    if entries and not (len(entries) == 1 and same):
-        raise InvalidTransition(f"{seen.target}: spec.canary already runs another version; "
-                                "remove that entry or roll it out first")
-    if same:  # adopt the canary the manifests declared for this version
-        name = str((same[0].get("predictor") or {}).get("name") or "")
-    else:
-        name = f"v{change.version}" if stable_name != f"v{change.version}" else (
-            f"v{change.version}-canary")
-    return {"mode": STANDARD, "canary_name": name, "stable_name": str(stable_name)}
+def _standard_seen(obj: Mapping[str, Any], related: Mapping[str, Any]) -> standard.Seen:
+    return standard.Seen(isvc=obj, stable_deployment=related.get("stable_deployment"),
+                         canary_deployment=related.get("canary_deployment"),
+                         route=related.get("route"))
 
 
-def _start_blockers(obj: Mapping[str, Any], mode: str | None,
-                    state: RolloutState | None) -> tuple[str, ...]:
+def _served(obj: Mapping[str, Any], state: RolloutState | None) -> Served:
+    """What the predictor serves: the version the rollout state names for its URI, else
+    the annotations ``modelctl deploy render`` wrote (which the rollout never changes:
+    KServe would copy a change onto the pods)."""
+    annotations = _annotations(obj)
+    uri = knative.spec_uri(obj)
+    version = annotations.get(VERSION_ANNOTATION)
+    number = int(version) if version and version.isdigit() else None
+    model = annotations.get(MODEL_ANNOTATION)
+    if state is not None and uri in (state.stable_uri, state.canary_uri):
+        # The stable stays the primary until the promotion (a Knative canary already
+        # sits in spec.predictor).
+        model = state.model
+        number = state.canary_version if state.phase is Phase.PROMOTED else state.stable_version
+    return Served(model=model, version=number, uri=uri)
+
+
+def _start_blockers(obj: Mapping[str, Any], mode: str | None, state: RolloutState | None,
+                    promoted: bool, specific: list[str]) -> tuple[str, ...]:
     problems: list[str] = []
     if state is not None and not state.phase.is_final:
         problems.append(f"a rollout to {state.canary_label} is already {state.phase.value}; "
                         "promote or roll it back first")
+    if (state is not None and state.phase is Phase.PROMOTED and not state.aliases_synced
+            and not promoted):
+        problems.append(f"the promotion of {state.canary_label} is not in effect yet; "
+                        "`modelctl rollout promote` or `run` finishes it")
     if mode is None:
         problems.append("KServe reports no deployment mode yet (status.deploymentMode)")
-    if not _model(obj).get("storageUri"):
+    if not knative.spec_uri(obj):
         problems.append("spec.predictor.model.storageUri is not set; modelctl rollouts "
                         "move that field")
     if not _is_ready(obj):
         problems.append("the InferenceService is not Ready")
-    percent = _predictor(obj).get("canaryTrafficPercent")
-    if mode == KNATIVE:
-        if percent not in (None, 100) and (state is None or state.phase.is_final):
-            problems.append(f"spec.predictor.canaryTrafficPercent is {percent}: another canary "
-                            "is in progress")
-        if not _component_status(obj).get("latestRolledoutRevision"):
-            problems.append("no revision has been rolled out yet (latestRolledoutRevision)")
-    return tuple(problems)
+    return tuple(problems + specific)
 
 
 def _is_ready(obj: Mapping[str, Any]) -> bool:
@@ -367,28 +288,9 @@ def _is_ready(obj: Mapping[str, Any]) -> bool:
     return False
 
 
-def _generation_observed(obj: Mapping[str, Any]) -> bool:
-    generation = (obj.get("metadata") or {}).get("generation")
-    observed = (obj.get("status") or {}).get("observedGeneration")
-    if generation is None or observed is None:
-        return observed is not None or generation is None
-    return int(observed) >= int(generation)
+def _resource_version(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _annotations(obj: Mapping[str, Any]) -> dict[str, str]:
     return dict((obj.get("metadata") or {}).get("annotations") or {})
-
-
-def _predictor(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (obj.get("spec") or {}).get("predictor") or {}
-
-
-def _model(predictor_holder: Mapping[str, Any]) -> Mapping[str, Any]:
-    """``spec.predictor.model`` of an InferenceService, or ``predictor.model`` of a canary entry."""
-    if "predictor" in predictor_holder and "spec" not in predictor_holder:
-        return (predictor_holder.get("predictor") or {}).get("model") or {}
-    return _predictor(predictor_holder).get("model") or {}
-
-
-def _component_status(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((obj.get("status") or {}).get("components") or {}).get("predictor") or {}

@@ -2,7 +2,10 @@
 
 Only namespaced calls, and only these (the RBAC Role in manifests/ grants
 exactly their verbs): InferenceServices get/list/patch, and create/delete for the
-shadow InferenceService of ``modelctl shadow``; Events create/list.
+shadow InferenceService of ``modelctl shadow``; Events create/list; ConfigMaps
+get/create/update (the rollout state, kept where KServe does not copy it onto
+revisions); Knative Revisions get (which model each runs); Deployments get and
+HTTPRoutes get (what Standard mode really runs and routes).
 Library errors become ``rollout`` errors here: 404 -> ``NotFound``, 409 ->
 ``Conflict``, anything else -> ``KubeError`` with one readable line.
 """
@@ -18,6 +21,12 @@ from typing import Any, TypeVar
 from rollout._errors import Conflict, KubeConfigError, KubeError, NotFound
 
 GROUP = "serving.kserve.io"
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+GATEWAY_VERSION = "v1"
+HTTPROUTES = "httproutes"
+KNATIVE_GROUP = "serving.knative.dev"
+KNATIVE_VERSION = "v1"
+REVISIONS = "revisions"
 VERSION = "v1beta1"
 PLURAL = "inferenceservices"
 KIND = "InferenceService"
@@ -43,6 +52,7 @@ class KubeClient:
         self._api_client = api_client
         self._custom = client.CustomObjectsApi(api_client)
         self._core = client.CoreV1Api(api_client)
+        self._apps = client.AppsV1Api(api_client)
         self.namespace = namespace
         self.timeout_s = timeout_s
 
@@ -139,6 +149,55 @@ class KubeClient:
         what = f"InferenceService {namespace}/{name}"
         self._call(what, lambda: self._custom.delete_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self.timeout_s))
+
+    # -- ConfigMaps (the rollout state) ----------------------------------------------
+    def get_configmap(self, namespace: str, name: str) -> dict[str, Any]:
+        what = f"ConfigMap {namespace}/{name}"
+        result = self._call(what, lambda: self._core.read_namespaced_config_map(
+            name, namespace, _request_timeout=self.timeout_s))
+        return self._plain(what, result)
+
+    def create_configmap(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Create a ConfigMap; Conflict if one of that name exists already."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        what = f"ConfigMap {namespace}/{name}"
+        obj: Any = dict(body)
+        result = self._call(what, lambda: self._core.create_namespaced_config_map(
+            namespace, obj, _request_timeout=self.timeout_s))
+        return self._plain(what, result)
+
+    def replace_configmap(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """Replace (PUT) a ConfigMap; with metadata.resourceVersion set, 409 when it moved."""
+        name = str((body.get("metadata") or {}).get("name", ""))
+        what = f"ConfigMap {namespace}/{name}"
+        obj: Any = dict(body)
+        result = self._call(what, lambda: self._core.replace_namespaced_config_map(
+            name, namespace, obj, _request_timeout=self.timeout_s))
+        return self._plain(what, result)
+
+    # -- what Standard mode runs and routes ----------------------------------------------
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any]:
+        what = f"Deployment {namespace}/{name}"
+        result = self._call(what, lambda: self._apps.read_namespaced_deployment(
+            name, namespace, _request_timeout=self.timeout_s))
+        return self._plain(what, result)
+
+    def get_httproute(self, namespace: str, name: str) -> dict[str, Any]:
+        what = f"HTTPRoute {namespace}/{name}"
+        return _as_object(what, self._call(what, lambda: self._custom.get_namespaced_custom_object(
+            GATEWAY_GROUP, GATEWAY_VERSION, namespace, HTTPROUTES, name,
+            _request_timeout=self.timeout_s)))
+
+    def get_revision(self, namespace: str, name: str) -> dict[str, Any]:
+        """A Knative Revision (its annotations say which storageUri it runs)."""
+        what = f"Knative Revision {namespace}/{name}"
+        return _as_object(what, self._call(what, lambda: self._custom.get_namespaced_custom_object(
+            KNATIVE_GROUP, KNATIVE_VERSION, namespace, REVISIONS, name,
+            _request_timeout=self.timeout_s)))
+
+    def _plain(self, what: str, result: Any) -> dict[str, Any]:
+        """A typed client model as the plain camelCase dict the API sent."""
+        return _as_object(what, self._api_client.sanitize_for_serialization(result))
 
     # -- Events --------------------------------------------------------------------
     def create_event(self, namespace: str, body: Mapping[str, Any]) -> None:

@@ -107,11 +107,20 @@ class LocalNginxBackend:
             weight = loaded.canary_weight_pct
         restored = state is None or (canary is None and loaded is not None
                                      and loaded.canary is None)
+        # Routes and the state are written together (one locked write), so what the
+        # routes ask for is what the state asked for.
+        requested = None
+        if state and canary and canary.version == state.canary_version and current.routes.canary:
+            requested = current.routes.canary_weight_pct
+        promoted = bool(state and stable and stable.version == state.canary_version
+                        and canary is None and loaded is not None and loaded.canary is None
+                        and loaded.stable == stable.address)
         return Observation(
             target=self.target, mode=MODE, version=str(current.revision), state=state,
             served=Served(model=current.model, version=stable.version if stable else None,
                           uri=stable.uri if stable else None),
             canary_weight_pct=weight, canary_ready=canary_ready, restored=restored,
+            promoted=promoted, requested_weight_pct=requested,
             start_blockers=self._start_blockers(current, state, loaded, stable),
             detail=_detail(current, loaded), raw=current.to_dict(),
         )

@@ -27,8 +27,9 @@ from typing import Any
 from rollout._aliases import AliasRegistry
 from rollout._errors import InvalidTransition, NotFound, ShadowError
 from rollout._kserve import MODE_ANNOTATION
+from rollout._kserve_state import StateStore
 from rollout._kube import GROUP, KIND, VERSION, KubeClient
-from rollout._state import MODEL_ANNOTATION, STATE_ANNOTATION, VERSION_ANNOTATION, RolloutState
+from rollout._state import MODEL_ANNOTATION, VERSION_ANNOTATION, RolloutState
 
 SHADOW_SUFFIX = "-shadow"
 SHADOW_OF_LABEL = "modelctl.io/shadow-of"
@@ -82,8 +83,9 @@ def start_shadow(kube: KubeClient, registry: AliasRegistry, namespace: str, isvc
     if served and served != model:
         raise ShadowError(f"{namespace}/{isvc} serves model {served!r}, not {model!r}")
     existing = _get_or_none(kube, namespace, shadow_name(isvc))
+    rollout = StateStore(kube, namespace, isvc).read().state
     change = plan_start(primary, existing, namespace=namespace, model=model, version=version,
-                        storage_uri=uri, rate=rate, capture_uri=capture_uri)
+                        storage_uri=uri, rate=rate, capture_uri=capture_uri, rollout=rollout)
     if not dry_run:
         apply_change(kube, change, existing, starting=True)
     return change
@@ -94,7 +96,8 @@ def stop_shadow(kube: KubeClient, namespace: str, isvc: str, *,
     """Stop mirroring from ``isvc`` and delete its shadow (nothing to do is fine)."""
     primary = kube.get_isvc(namespace, isvc)
     existing = _get_or_none(kube, namespace, shadow_name(isvc))
-    change = plan_stop(primary, existing, namespace=namespace)
+    rollout = StateStore(kube, namespace, isvc).read().state
+    change = plan_stop(primary, existing, namespace=namespace, rollout=rollout)
     if not dry_run:
         apply_change(kube, change, existing, starting=False)
     return change
@@ -109,12 +112,14 @@ def _get_or_none(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] 
 
 def plan_start(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *,
                namespace: str, model: str, version: int, storage_uri: str, rate: float,
-               capture_uri: str | None = None) -> ShadowChange:
-    """The writes that put ``model@version`` in a shadow of ``primary`` (pure)."""
+               capture_uri: str | None = None,
+               rollout: RolloutState | None = None) -> ShadowChange:
+    """The writes that put ``model@version`` in a shadow of ``primary`` (pure);
+    ``rollout`` is the primary's rollout state, if it has one."""
     if not 0.0 < rate <= 1.0:
         raise ShadowError(f"--rate must be in (0, 1], got {rate}")
     isvc = str(primary["metadata"]["name"])
-    _refuse_during_rollout(primary, namespace)
+    _refuse_during_rollout(rollout, namespace, isvc)
     name = shadow_name(isvc)
     body = shadow_body(primary, namespace=namespace, model=model, version=version,
                        storage_uri=storage_uri, capture_uri=capture_uri)
@@ -135,10 +140,10 @@ def plan_start(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *
 
 
 def plan_stop(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *,
-              namespace: str) -> ShadowChange:
+              namespace: str, rollout: RolloutState | None = None) -> ShadowChange:
     """The writes that stop mirroring and remove the shadow (pure)."""
     isvc = str(primary["metadata"]["name"])
-    _refuse_during_rollout(primary, namespace)
+    _refuse_during_rollout(rollout, namespace, isvc)
     args = _args(primary)
     unmirrored = _without(args, _MIRROR_FLAGS)
     annotated = SHADOW_ANNOTATION in ((primary.get("metadata") or {}).get("annotations") or {})
@@ -202,16 +207,12 @@ def shadow_body(primary: Mapping[str, Any], *, namespace: str, model: str, versi
     }
 
 
-def _refuse_during_rollout(primary: Mapping[str, Any], namespace: str) -> None:
-    isvc = primary["metadata"]["name"]
-    text = ((primary.get("metadata") or {}).get("annotations") or {}).get(STATE_ANNOTATION)
-    if text:
-        state = RolloutState.from_json(text, where=f"{namespace}/{isvc}")
-        if not state.phase.is_final:
-            raise InvalidTransition(
-                f"{namespace}/{isvc}: a rollout to {state.canary_label} is "
-                f"{state.phase.value}; changing the primary now would start a new revision "
-                "under it: promote or roll it back first")
+def _refuse_during_rollout(state: RolloutState | None, namespace: str, isvc: str) -> None:
+    if state is not None and not state.phase.is_final:
+        raise InvalidTransition(
+            f"{namespace}/{isvc}: a rollout to {state.canary_label} is "
+            f"{state.phase.value}; changing the primary now would start a new revision "
+            "under it: promote or roll it back first")
 
 
 def _check_ours(existing: Mapping[str, Any], isvc: str, namespace: str) -> None:

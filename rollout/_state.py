@@ -1,4 +1,5 @@
-"""A rollout's whole state, kept as one JSON annotation on the InferenceService.
+"""A rollout's whole state, as one JSON document its backend stores (a ConfigMap beside
+the InferenceService on Kubernetes, the environment's state file for ``modelctl dev``).
 
 Everything a later ``run`` needs to resume lives here (versions, plan, step,
 failures, history, lease), so a crashed run loses nothing and any run can take
@@ -18,7 +19,6 @@ from rollout._errors import RolloutError
 from rollout._plan import Plan
 from rollout._types import AnalysisResult
 
-STATE_ANNOTATION = "rollout.modelctl.io/state"
 MODEL_ANNOTATION = "modelctl.io/model"
 VERSION_ANNOTATION = "modelctl.io/version"
 SCHEMA = 1
@@ -224,7 +224,7 @@ class RolloutState:
 
     @classmethod
     def from_json(cls, text: str, *, where: str = "") -> RolloutState:
-        """Decode the annotation; a damaged one is a clear error, not a traceback."""
+        """Decode a stored state; a damaged one is a clear error, not a traceback."""
         try:
             data = json.loads(text)
             if not isinstance(data, dict):
@@ -233,10 +233,10 @@ class RolloutState:
                 raise ValueError(f"unknown schema {data.get('schema')!r}")
             return cls.from_dict(data)
         except (ValueError, KeyError, TypeError) as exc:
-            place = f" on {where}" if where else ""
+            place = f" in {where}" if where else ""
             raise RolloutError(
-                f"annotation {STATE_ANNOTATION}{place} is not a rollout state this "
-                f"modelctl understands ({exc}); remove it to start over"
+                f"the rollout state{place} is not one this modelctl understands ({exc}); "
+                "delete it to start over"
             ) from exc
 
 

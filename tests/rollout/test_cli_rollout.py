@@ -58,8 +58,7 @@ class Cli:
 
 
 def _state(world: World) -> dict[str, Any]:
-    text = world.isvc()["metadata"]["annotations"].get("rollout.modelctl.io/state")
-    return dict(json.loads(text)) if text else {}
+    return world.state() or {}
 
 
 @pytest.fixture(params=["Knative", "Standard"])
@@ -99,13 +98,14 @@ def test_start_status_verbs_and_history(cli: Cli) -> None:
     assert status["observed"]["canary_ready"] is True
     assert status["observed"]["canary_weight_pct"] == 10
     code, out, _ = cli("status", ISVC)
-    assert code == 0 and "demo-fixed@2" in out and "10% asked, 10% routed" in out
+    assert code == 0 and "demo-fixed@2" in out and "10% asked, 10% in the spec, 10% routed" in out
     assert cli.json("pause", ISVC, "--reason", "dashboards")["paused"] is True
     assert cli.json("resume", ISVC)["paused"] is False
     promoted = cli.json("promote", ISVC)
     assert promoted["weight_pct"] == 50 and promoted["decisions"][0]["kind"] == "StepAdvanced"
-    cli.world.sim.reconcile()
-    final = cli.json("promote", ISVC, "--full", "--reason", "load test passed")
+    cli.world.sim.start(interval_s=0.02)  # promote waits until KServe has carried it out
+    final = cli.json("promote", ISVC, "--full", "--reason", "load test passed",
+                     "--timeout", "20s")
     assert final["phase"] == "Promoted" and final["decisions"][0]["message"].startswith(
         "load test passed")
     assert cli.world.registry.aliases(MODEL) == {"stable": 2}

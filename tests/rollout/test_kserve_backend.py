@@ -92,8 +92,12 @@ def test_every_written_object_is_a_valid_inference_service(world: World,
     seen.append(world.isvc())
     world.sim.reconcile()
     engine.step(Command("promote-full"))
-    world.sim.reconcile()
-    seen.append(world.isvc())
+    with pytest.raises(InvalidTransition, match="not in effect yet"):
+        start_rollout(world.backend(), world.registry, model=MODEL, ref="3", plan=PLAN,
+                      clock=world.clock)
+    while not engine.step().is_final:  # Standard mode: full size first, then the rename
+        _advance(world, 1.0)
+        seen.append(world.isvc())
     start_rollout(world.backend(), world.registry, model=MODEL, ref="3", plan=PLAN,
                   clock=world.clock)
     world.sim.reconcile()
@@ -117,6 +121,7 @@ def test_readiness_and_weight_come_from_what_kserve_reports(world: World) -> Non
     backend = world.backend()
     before = backend.observe()
     assert not before.canary_ready and before.canary_weight_pct == 0  # not reconciled yet
+    assert before.requested_weight_pct == 10
     world.sim.reconcile()
     pending = backend.observe()
     assert not pending.canary_ready and pending.canary_weight_pct == 0
@@ -124,15 +129,16 @@ def test_readiness_and_weight_come_from_what_kserve_reports(world: World) -> Non
     ready = backend.observe()
     assert ready.canary_ready and ready.canary_weight_pct == 10
     assert ready.start_blockers and "already Progressing" in ready.start_blockers[0]
-    # A spec change KServe has not observed yet: not Ready until observedGeneration
-    # catches up with the new generation.
+    # A weight KServe has not acted on yet: the canary stays Ready, the routed weight
+    # stays where it was until KServe moves it.
     world.sim.paused = True
     state = ready.state
     assert state is not None
     after = backend.apply(ready, SetWeight(50), state.evolve(weight_pct=50))
-    assert not after.canary_ready
+    assert after.requested_weight_pct == 50 and after.canary_weight_pct == 10
     world.sim.paused = False
     world.sim.reconcile()
+    _advance(world, 10.0)  # Standard mode: the canary grows to its new size first
     settled = backend.observe()
     assert settled.canary_ready and settled.canary_weight_pct == 50
 
@@ -154,25 +160,47 @@ def test_a_canary_that_never_becomes_ready_gets_no_traffic(world: World) -> None
         assert {t["revisionName"] for t in traffic} == {"demo-predictor-00001"}
     else:
         assert obj["status"]["canaryStatuses"][0]["ready"] is False
+        assert result.seen.detail["routedPercent"] == 0
 
 
-def test_patches_are_conditional_and_minimal(world: World) -> None:
+def test_writes_are_conditional_and_never_touch_annotations(world: World) -> None:
     start_rollout(world.backend(), world.registry, model=MODEL, ref="2", plan=PLAN,
                   clock=world.clock)
     world.sim.reconcile()
     backend = world.backend()
     seen = backend.observe()
     assert seen.state is not None
-    for change in (SetWeight(50), Promote(), Rollback(), SaveState()):
-        patch = backend.describe(seen, change, seen.state)
-        assert patch["metadata"]["resourceVersion"] == seen.version
-        assert set(patch) <= {"metadata", "spec"} and "status" not in patch
-        assert set(patch["metadata"]["annotations"]) == {
-            "rollout.modelctl.io/state", "modelctl.io/model", "modelctl.io/version"}
-    assert "spec" not in backend.describe(seen, SaveState(), seen.state)
+    for change in (SetWeight(50), Promote(), Rollback()):
+        planned = backend.describe(seen, change, seen.state.evolve(weight_pct=50))
+        configmap = planned["configmap"]
+        assert configmap["metadata"]["resourceVersion"] == seen.version
+        assert configmap["metadata"]["ownerReferences"][0]["uid"] == world.isvc()[
+            "metadata"]["uid"]
+        assert set(planned.get("inferenceservice", {})) <= {"spec"}
+    assert backend.describe(seen, SaveState(), seen.state) == {}
     before = len(world.api.log)
-    assert backend.apply(seen, SaveState(), seen.state) is seen  # nothing changes: no write
+    backend.apply(seen, SaveState(), seen.state)  # nothing changes: no write
     assert world.api.writes(before) == []
+    backend.apply(seen, SaveState(), seen.state.evolve(paused=True))
+    assert [r.method for r in world.api.writes(before)] == ["PUT"]  # the ConfigMap only
+    annotations = world.isvc()["metadata"]["annotations"]
+    assert not [k for k in annotations if k.startswith("rollout.")]
+
+
+def test_a_spec_write_lost_after_the_state_is_redone(world: World) -> None:
+    start_rollout(world.backend(), world.registry, model=MODEL, ref="2", plan=PLAN,
+                  clock=world.clock)
+    world.sim.reconcile()
+    backend = world.backend()
+    seen = backend.observe()
+    assert seen.state is not None
+    # A run stored the next step's state and died before its spec patch.
+    backend.store.write(seen.state.evolve(weight_pct=50, step_index=1), seen.version,
+                        world.isvc()["metadata"]["uid"])
+    engine = Engine(world.backend(), clock=world.clock, holder="run")
+    result = engine.step()
+    assert isinstance(result.change, SetWeight) and result.change.weight_pct == 50
+    assert result.seen.requested_weight_pct == 50
 
 
 def test_start_refuses_an_inference_service_it_cannot_roll_out(world: World) -> None:

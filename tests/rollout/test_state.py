@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rollout import Decision, Phase, Plan, RolloutError, RolloutState
-from rollout._state import HISTORY_LIMIT, STATE_ANNOTATION
+from rollout._state import HISTORY_LIMIT
 from rollout._types import AnalysisResult, MetricResult, Verdict
 
 
@@ -73,10 +73,10 @@ _DANCING = json.dumps({**json.loads(_state().to_json()), "phase": "Dancing"})
 
 
 @pytest.mark.parametrize("text", ["{", "[]", '{"schema": 99}', '{"schema": 1}', _DANCING])
-def test_damaged_annotation_is_one_clear_error(text: str) -> None:
-    with pytest.raises(RolloutError, match=STATE_ANNOTATION) as info:
-        RolloutState.from_json(text, where="models/demo")
-    assert "models/demo" in str(info.value) and "\n" not in str(info.value)
+def test_a_damaged_state_is_one_clear_error(text: str) -> None:
+    with pytest.raises(RolloutError, match="not one this modelctl understands") as info:
+        RolloutState.from_json(text, where="ConfigMap models/demo-rollout")
+    assert "models/demo-rollout" in str(info.value) and "\n" not in str(info.value)
 
 
 def test_state_refuses_impossible_values() -> None:

@@ -3,11 +3,18 @@
 ``World`` holds a real local registry with versions 1..N of one model (``stable``
 on version 1), the emulated Kubernetes API with one InferenceService serving
 version 1, and a ``KServeSim`` that has reconciled it to Ready.
+
+The stand-in runs with KServe's shipped ``inferenceservice-config``
+(``KSERVE_DEFAULTS``: its annotation disallow-list, so every InferenceService
+annotation reaches the revisions and pods), except that Standard-mode worlds turn
+on ``enableGatewayApi`` by default: without it KServe splits no Standard-mode
+traffic at all, and rollouts there refuse to start (tested apart).
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +24,9 @@ from kubernetes import client
 
 from registry import Registry
 from rollout._kserve import KServeBackend
+from rollout._kserve_state import StateStore
 from rollout._kube import KubeClient
-from tests.support.kserve_sim import KServeSim
+from tests.support.kserve_sim import KSERVE_DEFAULTS, KServeConfig, KServeSim
 from tests.support.kube_api import KubeAPI
 
 MODEL = "demo-fixed"
@@ -84,14 +92,24 @@ class World:
     def events(self, name: str = ISVC) -> list[dict[str, Any]]:
         return self.kube.list_events(NAMESPACE, name)
 
+    def state(self, name: str = ISVC) -> dict[str, Any] | None:
+        """The rollout state as stored (the ConfigMap's JSON), or None."""
+        stored = StateStore(self.kube, NAMESPACE, name).read().state
+        return stored.to_dict() if stored else None
+
 
 def make_world(tmp: Path, clock: Callable[[], float], *, mode: str = "Knative",
-               versions: int = 3, ready_delay_s: float = 0.0) -> World:
+               versions: int = 3, ready_delay_s: float = 0.0,
+               config: KServeConfig | None = None) -> World:
     """Start the API server, load one InferenceService serving version 1, reconcile it."""
     api = KubeAPI().start()
     reg = push_versions(tmp, versions)
     kube = KubeClient.from_host(api.host, namespace=NAMESPACE)
-    sim = KServeSim(api.api_client(), NAMESPACE, clock=clock, ready_delay_s=ready_delay_s)
+    if config is None:
+        config = (KSERVE_DEFAULTS if mode in ("Knative", "Serverless")
+                  else dataclasses.replace(KSERVE_DEFAULTS, enable_gateway_api=True))
+    sim = KServeSim(api.api_client(), NAMESPACE, clock=clock, ready_delay_s=ready_delay_s,
+                    config=config)
     world = World(api=api, sim=sim, registry=reg, kube=kube, clock=clock)
     world.create(isvc_manifest(ISVC, mode, world.uri(1)))
     sim.ready_delay_s = 0.0
