@@ -8,7 +8,10 @@ The stand-in runs with KServe's shipped ``inferenceservice-config``
 (``KSERVE_DEFAULTS``: its annotation disallow-list, so every InferenceService
 annotation reaches the revisions and pods), except that Standard-mode worlds turn
 on ``enableGatewayApi`` by default: without it KServe splits no Standard-mode
-traffic at all, and rollouts there refuse to start (tested apart).
+traffic at all, and rollouts there refuse to start (tested apart). Source: kserve
+``config/configmap/inferenceservice.yaml`` (``enableGatewayApi: false``) and
+``pkg/controller/v1beta1/inferenceservice/reconcilers/ingress/httproute_reconciler.go``
+(``applyCanaryWeights``).
 """
 
 from __future__ import annotations

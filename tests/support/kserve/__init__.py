@@ -10,6 +10,10 @@ InferenceService goes at once; owned objects are garbage-collected), force stop
 (``serving.kserve.io/stop``), transformers, explainers, multi-node (``workerSpec``),
 ModelMesh, KEDA, logger/batcher/agent/storage-spec annotations, Istio VirtualServices,
 Pods and ReplicaSets as API objects (kept in memory), HPA status and metrics.
+
+Source: github.com/kserve/kserve at aaac4e294 (``pkg/controller/v1beta1/inferenceservice``,
+``pkg/apis/serving/v1beta1``, ``pkg/constants/constants.go``), with knative/serving and
+kubernetes/kubernetes for the controllers under it.
 """
 
 from tests.support.kserve._api import (

@@ -16,6 +16,12 @@ round, over every object in the namespace, in the order a cluster would react:
 Each reads a fresh :class:`~tests.support.kserve._api.Snapshot`; a 409 on a write ends that
 controller's work for the round, and the next round retries (RetryOnConflict / requeue).
 Any other API error is raised as the official client's ``ApiException``.
+
+Source: kserve ``pkg/controller/v1beta1/inferenceservice/controller.go``
+(``InferenceServiceReconciler.Reconcile``) for step 1, knative/serving
+``pkg/reconciler/{service,configuration,route}`` for step 3, kubernetes
+``pkg/controller/{garbagecollector,podautoscaler,deployment}`` for steps 2 and 4; the
+modules named above cite the functions.
 """
 
 from __future__ import annotations
