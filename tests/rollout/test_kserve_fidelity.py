@@ -161,25 +161,62 @@ def test_standard_weight_is_what_the_httproute_routes(standard: World) -> None:
     assert seen.canary_weight_pct == 0 and seen.detail["routedPercent"] == 0
 
 
+def _fleet(world: World, min_replicas: int, max_replicas: int | None = None) -> None:
+    """The InferenceService ``fleet``, Standard mode, reconciled."""
+    manifest = isvc_manifest("fleet", "Standard", world.uri(1))
+    manifest["spec"]["predictor"]["minReplicas"] = min_replicas
+    if max_replicas is not None:
+        manifest["spec"]["predictor"]["maxReplicas"] = max_replicas
+    world.create(manifest)
+    world.sim.reconcile()
+
+
+def _canary_sizes(world: World) -> list[int]:
+    """The canary Deployment's replicas at the start and after one step (10% -> 50%)."""
+    plan = Plan(steps_pct=(10, 50), interval_s=30.0, failure_limit=1)
+    start_rollout(world.backend("fleet"), world.registry, model=MODEL, ref="2", plan=plan,
+                  clock=world.clock)
+    world.sim.reconcile()
+    sizes = [_deployment(world, "fleet-v2-predictor")["spec"]["replicas"]]
+    engine = Engine(world.backend("fleet"), clock=world.clock,
+                    analyzer=ScriptedAnalyzer([P, P], clock=world.clock))
+    engine.step()
+    _advance(world, 30.0)
+    assert engine.step().decisions[0].kind == "StepAdvanced"
+    world.sim.reconcile()
+    return [*sizes, _deployment(world, "fleet-v2-predictor")["spec"]["replicas"]]
+
+
 def test_standard_canary_is_sized_for_its_share_of_the_fleet(tmp_path: Path) -> None:
     world = _world(tmp_path, "Standard")
     try:
-        manifest = isvc_manifest("fleet", "Standard", world.uri(1))
-        manifest["spec"]["predictor"]["minReplicas"] = 8
-        world.create(manifest)
-        world.sim.reconcile()
-        plan = Plan(steps_pct=(10, 50), interval_s=30.0, failure_limit=1)
-        start_rollout(world.backend("fleet"), world.registry, model=MODEL, ref="2", plan=plan,
-                      clock=world.clock)
-        world.sim.reconcile()
-        assert _deployment(world, "fleet-v2-predictor")["spec"]["replicas"] == 1
-        engine = Engine(world.backend("fleet"), clock=world.clock,
-                        analyzer=ScriptedAnalyzer([P, P], clock=world.clock))
-        engine.step()
-        _advance(world, 30.0)
-        assert engine.step().decisions[0].kind == "StepAdvanced"
-        world.sim.reconcile()
-        assert _deployment(world, "fleet-v2-predictor")["spec"]["replicas"] == 4
+        _fleet(world, 8)
+        assert _canary_sizes(world) == [1, 4]
+    finally:
+        world.api.stop()
+
+
+def test_standard_canary_is_sized_for_an_autoscaled_fleet(tmp_path: Path) -> None:
+    """minReplicas 2, scaled to 8 on load: the canary at 50% gets 4, which the webhook
+    allows only while the stable's minReplicas is raised to the fleet; put back after."""
+    from kubernetes import client
+
+    world = _world(tmp_path, "Standard")
+    try:
+        _fleet(world, 2, max_replicas=8)
+        apps = client.AppsV1Api(world.api.api_client())
+        apps.patch_namespaced_deployment("fleet-predictor", NAMESPACE, {"spec": {"replicas": 8}})
+        world.sim.reconcile()  # as the HPA would have scaled it
+        assert _canary_sizes(world) == [1, 4]
+        assert world.isvc("fleet")["spec"]["predictor"]["minReplicas"] == 8
+        engine = Engine(world.backend("fleet"), clock=world.clock)
+        engine.step(Command("rollback"))
+        for _ in range(4):
+            _advance(world, 1.0)
+            if engine.step(Command("rollback")).is_final:
+                break
+        assert world.isvc("fleet")["spec"]["predictor"]["minReplicas"] == 2
+        assert not world.isvc("fleet")["spec"].get("canary")
     finally:
         world.api.stop()
 
@@ -187,10 +224,7 @@ def test_standard_canary_is_sized_for_its_share_of_the_fleet(tmp_path: Path) -> 
 def test_standard_promotion_keeps_capacity(tmp_path: Path) -> None:
     world = _world(tmp_path, "Standard")
     try:
-        manifest = isvc_manifest("fleet", "Standard", world.uri(1))
-        manifest["spec"]["predictor"]["minReplicas"] = 4
-        world.create(manifest)
-        world.sim.reconcile()
+        _fleet(world, 4)
         start_rollout(world.backend("fleet"), world.registry, model=MODEL, ref="2",
                       plan=Plan(steps_pct=(25,), interval_s=30.0), clock=world.clock)
         world.sim.ready_delay_s = 20.0
