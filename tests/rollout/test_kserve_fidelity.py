@@ -21,6 +21,7 @@ from rollout._backend import Promote
 from rollout._types import Verdict
 from tests.fakes.analyzer import ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
+from tests.support.cli import run_cli
 from tests.support.kserve_sim import KSERVE_DEFAULTS
 from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, isvc_manifest, make_world
 
@@ -125,14 +126,24 @@ def test_knative_rollback_waits_for_the_restored_revision_itself(knative: World)
     assert "canaryTrafficPercent" not in world.isvc()["spec"]["predictor"]
 
 
-def test_standard_mode_refuses_to_start_where_kserve_cannot_split(tmp_path: Path) -> None:
+def test_standard_mode_refuses_to_start_where_kserve_cannot_split(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
     """KServe's shipped config (enableGatewayApi false): an Ingress to the stable only."""
     world = _world(tmp_path, "Standard", config=KSERVE_DEFAULTS)
     try:
         with pytest.raises(InvalidTransition, match=r"no HTTPRoute demo-predictor.*"
                                                     r"enableGatewayApi"):
             _start(world)
-        assert world.state() is None and not world.isvc()["spec"].get("canary")
+        kubeconfig = world.api.write_kubeconfig(tmp_path / "kubeconfig", namespace=NAMESPACE)
+        before = len(world.api.log)
+        code, _, err = run_cli(monkeypatch, capsys, "rollout", "start", ISVC, "--to",
+                               f"{MODEL}@2", "--kubeconfig", str(kubeconfig),
+                               "--registry", world.registry.url)
+        assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+        assert "enableGatewayApi" in err
+        assert world.api.writes(before) == [] and world.state() is None
+        assert not world.isvc()["spec"].get("canary")
     finally:
         world.api.stop()
 
