@@ -72,7 +72,8 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
 def test_base_and_overlays_together_validate(checker: Checker) -> None:
     report = checker.check_paths([ROOT / "kustomize"])
     assert report.ok, [str(p) for p in report.problems]
-    assert len(report.sources) == 1 + len(overlay_names())
+    # base, the mirror-primary Service the mesh-mirror overlays share, and the overlays
+    assert len(report.sources) == 2 + len(overlay_names())
 
 
 def effective_args(isvc: dict[str, Any], component: dict[str, Any] | None = None) -> list[str]:

@@ -288,3 +288,40 @@ def test_config_without_gateway_is_kserves_shipped_default() -> None:
         KSERVE_DEFAULTS.disallowed_annotations)
     assert not [a for a in KSERVE_DEFAULTS.disallowed_annotations if "modelctl" in a]
     assert dataclasses.is_dataclass(KSERVE_DEFAULTS)
+
+
+def test_the_mesh_mirror_overlays_follow_a_standard_promotion(tmp_path: Path) -> None:
+    """istio-shadow and gateway-shadow send the primary's traffic to `model-primary`,
+    which must select the pods serving the primary before and after the rename."""
+    import yaml
+
+    from cli._deploycheck import _kustomize, find_kubectl
+
+    root = Path(__file__).resolve().parents[2] / "kustomize" / "overlays"
+    world = _world(tmp_path, "Standard")
+    try:
+        for overlay in ("istio-shadow", "gateway-shadow"):
+            docs = [d for d in yaml.safe_load_all(_kustomize.build(root / overlay,
+                                                                   find_kubectl())) if d]
+            (service,) = [d for d in docs if d["kind"] == "Service"]
+            routed = str(docs)
+            assert "model-primary" in routed and "model-predictor" not in routed, overlay
+        # As a user renames it for the InferenceService `demo` (docs/SHADOW.md).
+        selector = {**service["spec"]["selector"], "serving.kserve.io/inferenceservice": ISVC}
+
+        def selected() -> set[str]:
+            names = set(world.sim.rollouts(ISVC))
+            return {n for n in names if selector.items() <= _deployment(world, n)["spec"][
+                "template"]["metadata"]["labels"].items()}
+
+        assert selected() == {f"{ISVC}-predictor"}
+        _start(world, Plan(steps_pct=(50,), interval_s=30.0))
+        engine = _engine(world, [P])
+        for _ in range(8):
+            _advance(world, 30.0)
+            if engine.step().is_final:
+                break
+        assert world.isvc()["spec"]["predictor"]["name"] == "v2"
+        assert selected() == {f"{ISVC}-v2-predictor"}  # the promoted pods, and only them
+    finally:
+        world.api.stop()
