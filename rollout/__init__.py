@@ -3,8 +3,9 @@
 A rollout moves traffic from a stable to a canary version step by step through a
 ``TrafficBackend`` (``kserve`` on Kubernetes, ``local`` for the nginx gateway of
 ``modelctl dev``), analyses each step against Prometheus, and promotes or rolls
-back. Its state lives on the target itself, so any run can resume it. Nothing
-here does I/O at import.
+back. Its state is stored with the target (a ConfigMap beside the
+InferenceService; the environment's state file for ``modelctl dev``), so any run can
+resume it. Nothing here does I/O at import.
 """
 
 from typing import TYPE_CHECKING, Any

@@ -2,9 +2,12 @@
 
 Like Flagger's router interface, a backend knows how to read where traffic goes
 and how to move it; it knows nothing of analysis or of the step plan. The engine
-decides, the backend carries it out. Every write carries the rollout state with
-it and is applied atomically against the version that was read, so a stale
-decision fails with ``Conflict`` instead of overwriting someone else's change.
+decides, the backend carries it out. Every write stores the rollout state
+conditionally on the version that was read, so a stale decision fails with
+``Conflict`` instead of overwriting someone else's change; the change itself is
+applied with it (``local``: in the same locked write) or right after it, derived
+from the stored state (``kserve``), and an Observation says what the target's own
+configuration asks for, so a change lost after its state was stored is redone.
 
 Adapters: ``kserve`` (InferenceServices on Kubernetes, Knative and Standard
 modes) and ``local`` (the nginx gateway of ``modelctl dev``).
@@ -105,9 +108,9 @@ class TrafficBackend(Protocol):
         ...
 
     def apply(self, seen: Observation, change: Change, state: RolloutState) -> Observation:
-        """Carry out ``change`` and store ``state``, atomically against ``seen.version``.
+        """Store ``state`` conditionally on ``seen.version`` and carry out ``change``.
 
-        Raises ``Conflict`` when the target changed since ``seen`` was read; the
+        Raises ``Conflict`` when the state changed since ``seen`` was read; the
         caller re-reads and decides again. Idempotent: applying a change that is
         already in effect writes only the state.
         """
