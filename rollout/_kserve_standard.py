@@ -229,17 +229,16 @@ def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
         return {"predictor": {"minReplicas": _stable_min(state, during=True)},
                 "canary": [_entry(obj, state, change.weight_pct)]}
     if isinstance(change, Promote):
-        entry = canary_entry(obj, name)
-        if entry is not None:
-            full = _entry(obj, state, 100)
-            at_full = (entry == full and routed_pct(seen.route, service_name(isvc, name)) == 100
-                       and is_rolled_out(seen.canary_deployment, state.canary_uri,
-                                         canary_replicas(state, 100)))
-            if not at_full:  # 1: all traffic to a full-size canary first
-                return {"predictor": {"minReplicas": _stable_min(state, during=True)},
-                        "canary": [full]}
-        elif predictor(obj).get("name") == name:
+        if predictor(obj).get("name") == name and not entries(obj):
             return {}  # renamed already; KServe is finishing
+        full = _entry(obj, state, 100)
+        at_full = (canary_entry(obj, name) == full
+                   and routed_pct(seen.route, service_name(isvc, name)) == 100
+                   and is_rolled_out(seen.canary_deployment, state.canary_uri,
+                                     canary_replicas(state, 100)))
+        if not at_full:  # 1: all traffic to a full-size canary first
+            return {"predictor": {"minReplicas": _stable_min(state, during=True)},
+                    "canary": [full]}
         # 2: the canary becomes the predictor; KServe keeps its Deployment and deletes
         # the old stable's as an orphan.
         return {"predictor": {"name": name, "model": {"storageUri": state.canary_uri},
