@@ -90,7 +90,7 @@ class KServeBackend:
             uris: dict[str, str | None] = {}
             for name in knative.revisions_to_read(obj):
                 revision = self._get_or_none(self.kube.get_revision, name)
-                uris[name] = knative.revision_uri(revision) if revision else None
+                uris[name] = knative.source_uri(revision) if revision else None
             return {"revision_uris": uris}
         if mode == STANDARD:
             canary = state.backend_data.get("canary_name") if state else None

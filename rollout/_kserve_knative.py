@@ -70,8 +70,9 @@ def revisions_to_read(obj: Mapping[str, Any]) -> list[str]:
     return sorted({str(n) for n in names if n})
 
 
-def revision_uri(revision: Mapping[str, Any]) -> str | None:
-    return ((revision.get("metadata") or {}).get("annotations") or {}).get(SOURCE_URI_ANNOTATION)
+def source_uri(obj: Mapping[str, Any]) -> str | None:
+    """The storageUri KServe annotated an object with (a Revision, a pod template)."""
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(SOURCE_URI_ANNOTATION)
 
 
 def traffic_to(obj: Mapping[str, Any], uris: Mapping[str, str | None], uri: str) -> int:

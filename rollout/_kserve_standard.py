@@ -46,7 +46,7 @@ from typing import Any
 
 from rollout._backend import Change, Deploy, Promote, Rollback, SetWeight
 from rollout._errors import InvalidTransition, RolloutError
-from rollout._kserve_knative import SOURCE_URI_ANNOTATION, ModeView, predictor, spec_uri
+from rollout._kserve_knative import ModeView, predictor, source_uri, spec_uri
 from rollout._state import RolloutState
 
 STANDARD = "standard"
@@ -104,11 +104,10 @@ def is_rolled_out(deployment: Mapping[str, Any] | None, uri: str, replicas: int 
     meta = deployment.get("metadata") or {}
     spec = deployment.get("spec") or {}
     status = deployment.get("status") or {}
-    template = ((spec.get("template") or {}).get("metadata") or {}).get("annotations") or {}
     replicas_spec = spec.get("replicas")
     wanted = 1 if replicas_spec is None else int(replicas_spec)
     updated = int(status.get("updatedReplicas") or 0)
-    return (template.get(SOURCE_URI_ANNOTATION) == uri
+    return (source_uri(spec.get("template") or {}) == uri
             and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 1)
             and wanted >= replicas and updated >= wanted
             and int(status.get("replicas") or 0) <= updated

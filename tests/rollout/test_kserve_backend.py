@@ -23,8 +23,9 @@ from rollout import (
     make_backend,
     start_rollout,
 )
-from rollout._backend import Promote, Rollback, SaveState, SetWeight
+from rollout._backend import Observation, Promote, Rollback, SaveState, SetWeight
 from rollout._kserve import deployment_mode
+from rollout._state import RolloutState
 from rollout._types import Verdict
 from tests.fakes.analyzer import ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
@@ -163,39 +164,40 @@ def test_a_canary_that_never_becomes_ready_gets_no_traffic(world: World) -> None
         assert result.seen.detail["routedPercent"] == 0
 
 
-def test_writes_are_conditional_and_never_touch_annotations(world: World) -> None:
+def _started(world: World) -> tuple[KServeBackend, Observation, RolloutState]:
+    """A rollout to version 2, started and reconciled: the backend, its view, the state."""
     start_rollout(world.backend(), world.registry, model=MODEL, ref="2", plan=PLAN,
                   clock=world.clock)
     world.sim.reconcile()
     backend = world.backend()
     seen = backend.observe()
     assert seen.state is not None
+    return backend, seen, seen.state
+
+
+def test_writes_are_conditional_and_never_touch_annotations(world: World) -> None:
+    backend, seen, state = _started(world)
     for change in (SetWeight(50), Promote(), Rollback()):
-        planned = backend.describe(seen, change, seen.state.evolve(weight_pct=50))
+        planned = backend.describe(seen, change, state.evolve(weight_pct=50))
         configmap = planned["configmap"]
         assert configmap["metadata"]["resourceVersion"] == seen.version
         assert configmap["metadata"]["ownerReferences"][0]["uid"] == world.isvc()[
             "metadata"]["uid"]
         assert set(planned.get("inferenceservice", {})) <= {"spec"}
-    assert backend.describe(seen, SaveState(), seen.state) == {}
+    assert backend.describe(seen, SaveState(), state) == {}
     before = len(world.api.log)
-    backend.apply(seen, SaveState(), seen.state)  # nothing changes: no write
+    backend.apply(seen, SaveState(), state)  # nothing changes: no write
     assert world.api.writes(before) == []
-    backend.apply(seen, SaveState(), seen.state.evolve(paused=True))
+    backend.apply(seen, SaveState(), state.evolve(paused=True))
     assert [r.method for r in world.api.writes(before)] == ["PUT"]  # the ConfigMap only
     annotations = world.isvc()["metadata"]["annotations"]
     assert not [k for k in annotations if k.startswith("rollout.")]
 
 
 def test_a_spec_write_lost_after_the_state_is_redone(world: World) -> None:
-    start_rollout(world.backend(), world.registry, model=MODEL, ref="2", plan=PLAN,
-                  clock=world.clock)
-    world.sim.reconcile()
-    backend = world.backend()
-    seen = backend.observe()
-    assert seen.state is not None
+    backend, seen, state = _started(world)
     # A run stored the next step's state and died before its spec patch.
-    backend.store.write(seen.state.evolve(weight_pct=50, step_index=1), seen.version,
+    backend.store.write(state.evolve(weight_pct=50, step_index=1), seen.version,
                         world.isvc()["metadata"]["uid"])
     engine = Engine(world.backend(), clock=world.clock, holder="run")
     result = engine.step()

@@ -57,8 +57,7 @@ class Revision:
 
     @property
     def uri(self) -> str | None:
-        return ((self.template.get("metadata") or {}).get("annotations") or {}).get(
-            c.STORAGE_URI_ANNOTATION)
+        return c.template_uri(self.template)
 
 
 @dataclass

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Any
 
 # -- pkg/constants/constants.go -----------------------------------------------------------
 KSERVE_GROUP = "serving.kserve.io"  # KServeAPIGroupName
@@ -21,6 +22,14 @@ AUTOSCALER_CLASS_EXTERNAL = "external"  # AutoscalerClassExternal
 DISABLE_AUTO_UPDATE = "serving.kserve.io/disable-auto-update"  # DisableAutoUpdateAnnotationKey
 STORAGE_URI_ANNOTATION = (  # StorageInitializerSourceUriInternalAnnotationKey
     "internal.serving.kserve.io/storage-initializer-sourceuri")
+
+
+def template_uri(template: dict[str, Any]) -> str | None:
+    """The storageUri a pod or revision template carries (STORAGE_URI_ANNOTATION)."""
+    return ((template.get("metadata") or {}).get("annotations") or {}).get(
+        STORAGE_URI_ANNOTATION)
+
+
 ROLLOUT_DURATION = "serving.knative.dev/rollout-duration"  # RollOutDurationAnnotationKey
 OPENSHIFT_PASSTHROUGH = (  # KnativeOpenshiftEnablePassthroughKey
     "serving.knative.openshift.io/enablePassthrough")
