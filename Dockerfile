@@ -23,6 +23,9 @@ COPY pyproject.toml README.md ./
 COPY registry/ registry/
 COPY predictor/ predictor/
 COPY rollout/ rollout/
+COPY shadow/ shadow/
+COPY devstack/ devstack/
+COPY deploycheck/ deploycheck/
 COPY cli/ cli/
 RUN python -m pip wheel --no-cache-dir --no-deps --wheel-dir /wheels .
 
@@ -41,7 +44,7 @@ RUN if [ -n "${TORCH_INDEX_URL}" ]; then \
             -c /tmp/build/constraints.txt torch; \
     fi \
     && python -m pip install --no-cache-dir /tmp/build/wheels/*.whl \
-    && python -c "import cli, predictor, registry, rollout, torch" \
+    && python -c "import cli, deploycheck, devstack, predictor, registry, rollout, shadow, torch" \
     && rm -rf /tmp/build \
     && useradd --uid 1000 --user-group --home-dir /tmp --no-create-home \
         --shell /usr/sbin/nologin modelctl

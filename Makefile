@@ -24,10 +24,10 @@ run: demo
 	$(VENV)/bin/modelctl serve demo-embed@stable --registry "$(REGISTRY)" --port $(PORT)
 
 lint: setup-python
-	$(VENV)/bin/ruff check registry predictor rollout cli tests bench scripts
+	$(VENV)/bin/ruff check registry predictor rollout shadow devstack deploycheck cli tests bench scripts
 
 typecheck: setup-python
-	$(VENV)/bin/mypy registry predictor rollout cli
+	$(VENV)/bin/mypy registry predictor rollout shadow devstack deploycheck cli
 
 pytest: setup
 	@# exit code 5 is pytest's "no tests collected": never the reason for a red run.
@@ -45,7 +45,7 @@ bench: setup
 # x20, `rollout run` killed x20, 5000 fuzz cases per body kind (make test runs them short).
 .PHONY: soak
 soak: setup
-	MODELCTL_SOAK=1 $(VENV)/bin/python -m pytest tests/reliability -m soak --timeout 3600 $(PYTEST_ARGS)
+	MODELCTL_SOAK=1 $(VENV)/bin/python -m pytest tests/system/reliability -m soak --timeout 3600 $(PYTEST_ARGS)
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache

@@ -23,9 +23,9 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from predictor._batcher import Batcher, BatchStats
 from predictor._errors import PredictorError
-from predictor._policy import BatchConfig
+from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching._policy import BatchConfig
 
 Submit = Callable[[list[int], float], Awaitable[list[int]]]
 

@@ -121,7 +121,7 @@ def _in_process_throughput(model_dir: Path, texts: list[str], batch_size: int,
     import torch
 
     from predictor import create_handler
-    from predictor._handlers._base import RequestOptions
+    from predictor.handlers._base import RequestOptions
 
     before = torch.get_num_threads()
     torch.set_num_threads(threads or before)

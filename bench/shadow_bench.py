@@ -30,7 +30,7 @@ LABELS = ("negative", "neutral", "positive")
 
 _CHILD = """
 import json, sys, time
-from rollout._shadow_report import ReportRequest, build_report
+from shadow._report import ReportRequest, build_report
 started = time.perf_counter()
 report = build_report(ReportRequest(sys.argv[1], sys.argv[2], sys.argv[3],
                                     memory_limit_mb=int(sys.argv[4])))
@@ -65,7 +65,7 @@ def write_side(root: Path, role: str, pairs: int, task: str, dim: int, seed: int
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from predictor._capture_record import schema
+    from predictor.tap._record import schema
 
     rng = np.random.default_rng(seed)
     out = root / "demo" / role / "2026-11-29"

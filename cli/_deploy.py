@@ -109,7 +109,7 @@ def render(
     """
     import yaml
 
-    from cli._deploycheck import (
+    from deploycheck import (
         CheckConfig,
         Checker,
         RenderRequest,
@@ -119,7 +119,7 @@ def render(
         find_rollout_src,
         overlay_dir,
     )
-    from cli._deploycheck import render as render_overlay
+    from deploycheck import render as render_overlay
     from registry import Registry, parse_ref
 
     model, version_ref = parse_ref(ref)
@@ -202,7 +202,7 @@ def validate_command(
         modelctl deploy validate kustomize/ --context prod
     """
     from cli import _output
-    from cli._deploycheck import CheckConfig, Checker, find_crds, find_rollout_src
+    from deploycheck import CheckConfig, Checker, find_crds, find_rollout_src
 
     config = CheckConfig(
         kube_version=kube_version,

@@ -16,7 +16,7 @@ from cli._output import emit, print_json, stderr, stdout, table
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from rollout import DevEnv
+    from devstack import DevEnv
 
 app = typer.Typer(
     name="dev",
@@ -46,7 +46,7 @@ RoleArgs = Annotated[list[str] | None, typer.Option(
 
 
 def _pick(name: str | None, state_dir: Path | None) -> DevEnv:
-    from rollout import DevEnv, DevEnvNotFound
+    from devstack import DevEnv, DevEnvNotFound
 
     if name is not None:
         return DevEnv(name, state_dir)
@@ -153,7 +153,8 @@ def up(
         modelctl dev up demo-fixed --canary 2 --canary-arg inject_latency_ms=100 \\
             --scrape-interval 1s
     """
-    from rollout import DevEnv, UpSpec, parse_duration_s
+    from devstack import DevEnv, UpSpec
+    from rollout import parse_duration_s
 
     env = DevEnv(name, state_dir)
     spec = UpSpec(name=name, registry=registry, stable=stable, canary=canary, shadow=shadow,
@@ -242,7 +243,8 @@ def load(
 
         modelctl dev load demo-fixed --rate 40 --duration 2m
     """
-    from rollout import DevEnvError, parse_duration_s
+    from devstack import DevEnvError
+    from rollout import parse_duration_s
 
     env = _pick(name, state_dir)
     state = env.read()

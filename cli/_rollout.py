@@ -14,14 +14,9 @@ from cli._output import emit, print_json
 
 if TYPE_CHECKING:
     from registry import Registry
-    from rollout import (
-        Analysis,
-        Engine,
-        KServeBackend,
-        LocalNginxBackend,
-        RolloutState,
-        StepResult,
-    )
+    from rollout import Engine, RolloutState, StepResult
+    from rollout.analysis import Analysis
+    from rollout.backends import KServeBackend, LocalNginxBackend
 
 app = typer.Typer(
     name="rollout",
@@ -60,7 +55,8 @@ Target = Annotated[str | None, typer.Option(
 def _backend(isvc: str, namespace: str | None, kubeconfig: str | None, context: str | None,
              target: str | None = None, canary_args: list[str] | None = None
              ) -> KServeBackend | LocalNginxBackend:
-    from rollout import KServeBackend, KubeClient, LocalNginxBackend, RolloutError
+    from rollout import RolloutError
+    from rollout.backends import KServeBackend, KubeClient, LocalNginxBackend
 
     if target == "local":
         return LocalNginxBackend.open(isvc, canary_args=canary_args)
@@ -77,7 +73,7 @@ def _backend(isvc: str, namespace: str | None, kubeconfig: str | None, context: 
 def _registry(backend: KServeBackend | LocalNginxBackend, url: str | None) -> Registry:
     """The registry: as given, else (local target) the dev environment's own."""
     from registry import Registry
-    from rollout import LocalNginxBackend
+    from rollout.backends import LocalNginxBackend
 
     if url is None and isinstance(backend, LocalNginxBackend):
         return Registry.open(backend.env.read().registry)
@@ -86,7 +82,7 @@ def _registry(backend: KServeBackend | LocalNginxBackend, url: str | None) -> Re
 
 def _prometheus(backend: KServeBackend | LocalNginxBackend, url: str | None) -> str | None:
     """Prometheus: as given, else (local target) the dev environment's own."""
-    from rollout import LocalNginxBackend
+    from rollout.backends import LocalNginxBackend
 
     if url is None and isinstance(backend, LocalNginxBackend):
         return backend.env.read().prometheus_url
@@ -96,14 +92,8 @@ def _prometheus(backend: KServeBackend | LocalNginxBackend, url: str | None) -> 
 def _analysis(state: RolloutState, analysis_file: Path | None,
               prometheus_url: str | None) -> Analysis:
     """The analysis for ``state``, checked against Prometheus before anything changes."""
-    from rollout import (
-        Analysis,
-        PrometheusSource,
-        RolloutError,
-        analysis_context,
-        load_analysis,
-        parse_analysis,
-    )
+    from rollout import RolloutError, analysis_context
+    from rollout.analysis import Analysis, PrometheusSource, load_analysis, parse_analysis
 
     if analysis_file is not None:
         spec = load_analysis(analysis_file)
@@ -168,16 +158,8 @@ def start(
         modelctl rollout start demo-fixed --to demo-fixed@2 --target local
     """
     from registry import parse_ref
-    from rollout import (
-        Analysis,
-        AnalysisContext,
-        Plan,
-        PrometheusSource,
-        load_analysis,
-        parse_duration_s,
-        parse_steps,
-        start_rollout,
-    )
+    from rollout import Plan, parse_duration_s, parse_steps, start_rollout
+    from rollout.analysis import Analysis, AnalysisContext, PrometheusSource, load_analysis
 
     plan = Plan(parse_steps(steps), parse_duration_s(interval), failure_limit)
     model, ref = parse_ref(to)
@@ -188,7 +170,7 @@ def start(
     backend = _backend(isvc, namespace, kubeconfig, context, target, canary_arg)
     reg = _registry(backend, registry)
     if require_shadow_pass:  # before anything is written anywhere
-        from rollout import require_shadow_pass as check_shadow_pass
+        from shadow import require_shadow_pass as check_shadow_pass
 
         check_shadow_pass(reg, model, reg.resolve(model, ref))
     prometheus_url = _prometheus(backend, prometheus_url)
@@ -421,7 +403,8 @@ def history(
         modelctl rollout history demo-embed --json
     """
     from cli._rollout_view import render_events, render_history
-    from rollout import Engine, LocalNginxBackend
+    from rollout import Engine
+    from rollout.backends import LocalNginxBackend
 
     backend = _backend(isvc, namespace, kubeconfig, context, target)
     _, state = Engine(backend).observe()

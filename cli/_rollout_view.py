@@ -13,8 +13,9 @@ from rich.console import Console
 from cli._output import table
 
 if TYPE_CHECKING:
-    from rollout import Observation, RolloutState, StepResult
-    from rollout._types import AnalysisResult
+    from rollout import RolloutState, StepResult
+    from rollout.analysis._results import AnalysisResult
+    from rollout.backends import Observation
 
 
 def stamp(at: float | None) -> str:

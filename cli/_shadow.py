@@ -84,7 +84,7 @@ def report(
     """
     from datetime import UTC, datetime
 
-    from rollout import ReportRequest, ShadowError, build_report, load_thresholds, parse_time
+    from shadow import ReportRequest, ShadowError, build_report, load_thresholds, parse_time
 
     if output_format not in ("table", "json", "md"):
         raise ShadowError(f"--format must be table, json or md, got {output_format!r}")
@@ -107,7 +107,7 @@ def report(
 
 def _save(registry: str | None, model: str, version: str, doc: dict[str, object]) -> str:
     from registry import Registry
-    from rollout import ShadowError
+    from shadow import ShadowError
 
     if not version.isdigit():
         raise ShadowError(f"shadow version {version!r} is not a registry version number; "
@@ -160,7 +160,8 @@ def start(
         modelctl shadow start demo-embed --candidate demo-embed@canary --dry-run
     """
     from registry import Registry, parse_ref
-    from rollout import KubeClient, start_shadow
+    from rollout.backends import KubeClient
+    from shadow import start_shadow
 
     model, ref = parse_ref(candidate)
     kube = KubeClient.from_kubeconfig(kubeconfig, context)
@@ -185,7 +186,8 @@ def stop(
 
         modelctl shadow stop demo-embed -n models
     """
-    from rollout import KubeClient, stop_shadow
+    from rollout.backends import KubeClient
+    from shadow import stop_shadow
 
     kube = KubeClient.from_kubeconfig(kubeconfig, context)
     change = stop_shadow(kube, namespace or kube.namespace, isvc, dry_run=dry_run)

@@ -20,13 +20,13 @@ from typing import Any
 import kserve
 from kserve import InferOutput, InferRequest, InferResponse
 
-from predictor._batcher import Batcher, BatchStats
 from predictor._config import ServerConfig
 from predictor._errors import BadInput, Overloaded, PredictorError
-from predictor._handlers._base import Handler, RequestOptions, TensorSpec
 from predictor._metrics import PredictorMetrics
-from predictor._policy import BatchConfig
 from predictor._protocol import DecodedRequest, decode_v1, decode_v2
+from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching._policy import BatchConfig
+from predictor.handlers._base import Handler, RequestOptions, TensorSpec
 
 logger = logging.getLogger("predictor")
 

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from predictor._errors import BadInput
-from predictor._handlers._base import Handler, RequestOptions, TensorSpec
+from predictor.handlers._base import Handler, RequestOptions, TensorSpec
 
 V2_NUMERIC = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
               "FP16", "FP32", "FP64"}

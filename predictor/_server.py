@@ -24,7 +24,6 @@ from predictor._artifact import Artifact, open_artifact
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError
 from predictor._fastpath import V1FastPath
-from predictor._handlers._factory import create_handler
 from predictor._head import MAX_HEAD_BYTES, head_limited_protocol
 from predictor._http import (
     PredictorMiddleware,
@@ -33,7 +32,8 @@ from predictor._http import (
 )
 from predictor._model import BatchingModel
 from predictor._repository import repository_classes
-from predictor._tap import Tap, TapMiddleware
+from predictor.handlers._factory import create_handler
+from predictor.tap._exchange import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
 

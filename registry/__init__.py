@@ -22,8 +22,9 @@ from registry._errors import (
 )
 from registry._manifest import FileEntry, Manifest, read_manifest_file
 from registry._names import LATEST, TASKS, parse_ref
+from registry._open import open_store
 from registry._registry import Registry
-from registry._store import ArtifactStore, open_store
+from registry._store import ArtifactStore
 
 __all__ = [
     "CURRENT",

@@ -21,6 +21,7 @@ from registry._names import (
     check_task,
     version_of,
 )
+from registry._open import default_url, open_store
 from registry._push import (
     abandon,
     claim_version,
@@ -30,7 +31,7 @@ from registry._push import (
     version_key,
 )
 from registry._reports import read_report, report_key, write_report
-from registry._store import ArtifactStore, default_url, open_store
+from registry._store import ArtifactStore
 from registry._transfer import fetch_version, verify_stored
 
 _PVC_RE = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(/[^/\s]+)*\Z")

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rollout._backend import Change, Observation, Promote, Rollback, SaveState, SetWeight
 from rollout._errors import InvalidTransition, NotReady
 from rollout._plan import format_duration_s
 from rollout._state import Decision, Phase, RolloutState
-from rollout._types import AnalysisResult, Verdict
+from rollout.analysis._results import AnalysisResult, Verdict
+from rollout.backends._interface import Change, Observation, Promote, Rollback, SaveState, SetWeight
 
 COMMANDS = ("tick", "promote", "promote-full", "rollback", "pause", "resume")
 

@@ -26,7 +26,6 @@ from typing import Any
 
 from registry import PlatformError
 from rollout._aliases import AliasRegistry, move_aliases
-from rollout._backend import Change, Observation, SaveState, TrafficBackend
 from rollout._decide import TICK, Command, Outcome, decide
 from rollout._errors import (
     Conflict,
@@ -38,7 +37,14 @@ from rollout._errors import (
 )
 from rollout._plan import format_duration_s
 from rollout._state import Decision, Phase, RolloutState
-from rollout._types import AnalysisContext, AnalysisResult, Analyzer, MetricResult, Verdict
+from rollout.analysis._results import (
+    AnalysisContext,
+    AnalysisResult,
+    Analyzer,
+    MetricResult,
+    Verdict,
+)
+from rollout.backends._interface import Change, Observation, SaveState, TrafficBackend
 
 log = logging.getLogger(__name__)
 

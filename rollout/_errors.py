@@ -95,29 +95,3 @@ class NotFound(KubeError):
 
 class Conflict(KubeError):
     """The object changed between our read and our write (HTTP 409): re-read, re-decide."""
-
-
-# -- shadow traffic ------------------------------------------------------------------
-#
-#    RolloutError
-#    └── ShadowError           mirroring, capture evaluation and the shadow gate
-#        ├── CaptureError      captures that cannot be evaluated: truncated or foreign
-#        │                     files, another model, no common request IDs, an empty window
-#        ├── ThresholdsError   a thresholds file or --threshold flag is wrong
-#        └── ShadowGateError   --require-shadow-pass: no passing report for the version
-
-
-class ShadowError(RolloutError):
-    """Something about shadow traffic, its captures or its report is wrong."""
-
-
-class CaptureError(ShadowError):
-    """The captures cannot be evaluated; the message names the file or the reason."""
-
-
-class ThresholdsError(ShadowError):
-    """A shadow-report threshold (file or flag) is unknown or out of range."""
-
-
-class ShadowGateError(ShadowError):
-    """A rollout that requires a passing shadow report has none for its version."""

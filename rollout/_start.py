@@ -7,11 +7,11 @@ import time
 
 from registry import PlatformError
 from rollout._aliases import AliasRegistry, move_aliases
-from rollout._backend import Deploy, Observation, TrafficBackend
 from rollout._engine import MAX_CONFLICTS, Clock, StepResult
 from rollout._errors import Conflict, InvalidTransition
 from rollout._plan import Plan, format_duration_s
 from rollout._state import Decision, RolloutState
+from rollout.backends._interface import Deploy, Observation, TrafficBackend
 
 log = logging.getLogger(__name__)
 

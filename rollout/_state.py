@@ -17,7 +17,7 @@ from typing import Any
 
 from rollout._errors import RolloutError
 from rollout._plan import Plan
-from rollout._types import AnalysisResult
+from rollout.analysis._results import AnalysisResult
 
 MODEL_ANNOTATION = "modelctl.io/model"
 VERSION_ANNOTATION = "modelctl.io/version"

@@ -1,4 +1,4 @@
-"""The open-loop generator against a real loopback server (bench._loadgen_server)."""
+"""The open-loop generator against a real loopback server (bench.loadgen._server)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import httpx
 import numpy as np
 import pytest
 
-from bench._loadgen_cli import load_bodies, parse_duration
-from bench._loadgen_spec import LoadSpec, schedule
 from bench.loadgen import LoadgenError, LoadResult, run_open_loop, run_open_loop_async
+from bench.loadgen._cli import load_bodies, parse_duration
+from bench.loadgen._spec import LoadSpec, schedule
 from registry import PlatformError
 from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
@@ -28,7 +28,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     port = free_port()
     proc = ManagedProcess(
         "loadgen-server",
-        [sys.executable, "-m", "bench._loadgen_server", "--port", str(port)],
+        [sys.executable, "-m", "bench.loadgen._server", "--port", str(port)],
         log_dir=tmp_path_factory.mktemp("loadgen"),
         cwd=ROOT,
     )

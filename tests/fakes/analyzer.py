@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from registry import PlatformError
-from rollout._types import AnalysisContext, AnalysisResult, MetricResult, Verdict
+from rollout.analysis._results import AnalysisContext, AnalysisResult, MetricResult, Verdict
 
 Script = Verdict | PlatformError
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from rollout._errors import MetricSourceError
-from rollout._metrics import Series
+from rollout.analysis._source import Series
 
 
 class FakeMetricSource:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from registry import Registry
-from tests.manifests.conftest import BROKEN, ROLLOUT_OK, ROOT, load_all
+from tests.support.manifests import BROKEN, ROLLOUT_OK, ROOT, load_all
 
 LINE = re.compile(r"^(?P<file>[^:]+):(?P<doc>\d+):(?P<path>\$\S*): (?P<message>.+)$")
 

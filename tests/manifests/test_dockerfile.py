@@ -29,8 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from cli._deploycheck._rules import image_tag
-from tests.manifests.conftest import ROOT, load_all, runtime_doc
+from deploycheck._rules import image_tag
+from tests.support.manifests import ROOT, load_all, runtime_doc
 
 DOCKERFILE = ROOT / "Dockerfile"
 HADOLINT = Path(sys.executable).parent / "hadolint"

@@ -15,7 +15,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from predictor._metrics import PredictorMetrics
-from tests.manifests.conftest import ROOT, load_all, runtime_doc
+from tests.support.manifests import ROOT, load_all, runtime_doc
 
 MONITORING = ROOT / "manifests" / "40-monitoring.yaml"
 PROMTOOL = shutil.which("promtool")

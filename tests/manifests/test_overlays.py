@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from cli._deploycheck import Checker
-from cli._deploycheck._canary import canary_predictor
+from deploycheck import Checker
+from deploycheck._canary import canary_predictor
 from predictor._config import build_parser
-from tests.manifests.conftest import (
+from tests.support.manifests import (
     OVERLAYS,
     REQUIRED_OVERLAYS,
     ROOT,

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from cli._deploycheck._canary import canary_predictor
-from tests.manifests.conftest import load_all, overlay_names, runtime_doc
+from deploycheck._canary import canary_predictor
+from tests.support.manifests import load_all, overlay_names, runtime_doc
 
 PROBES = ("startupProbe", "readinessProbe", "livenessProbe")
 TLS_VARS = ("KSERVE_TLS_CERT_FILE", "KSERVE_TLS_KEY_FILE")

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.predictor.conftest import RunningPredictor, push_fixed_latency
+from tests.support.predictor import RunningPredictor, push_fixed_latency
 
 JSON = {"content-type": "application/json"}
 FLAGS = ("--max_instances", "8", "--max_input_chars", "100", "--max_body_bytes", "20000")
@@ -146,9 +146,9 @@ def _in_process_fast_path(tmp_path: Path) -> tuple[Any, Recorder, Any]:
     from predictor._config import ServerConfig
     from predictor._errors import PredictorError
     from predictor._fastpath import V1FastPath
-    from predictor._handlers._factory import create_handler
     from predictor._http import predictor_error_handler
     from predictor._model import BatchingModel
+    from predictor.handlers._factory import create_handler
 
     (tmp_path / "task.json").write_text(json.dumps({"latency_ms": 1}))
     config = ServerConfig(model_name="m", model_dir=str(tmp_path), max_instances=4)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.predictor.conftest import RunningPredictor, push_fixed_latency
 from tests.support import wait_for
+from tests.support.predictor import RunningPredictor, push_fixed_latency
 
 
 def test_sigterm_under_load_answers_every_accepted_request(

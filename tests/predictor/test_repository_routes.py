@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.predictor.conftest import RunningPredictor, push_fixed_latency
+from tests.support.predictor import RunningPredictor, push_fixed_latency
 
 
 def assert_still_serving(server: RunningPredictor) -> None:

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.predictor.conftest import push_fixed_latency
 from tests.support import ManagedProcess, free_port, wait_for
+from tests.support.predictor import push_fixed_latency
 
 
 def self_signed(tmp_path: Path) -> tuple[Path, Path]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from predictor._handlers._text import Tokenized, token_groups
+from predictor.handlers._text import Tokenized, token_groups
 
 
 def _items(lengths: list[int]) -> list[Tokenized]:

@@ -29,7 +29,7 @@ from rollout import (
 )
 from rollout._engine import run
 from rollout._errors import MetricSourceError
-from rollout._types import Verdict
+from rollout.analysis._results import Verdict
 from tests.fakes.analyzer import ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
 from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world

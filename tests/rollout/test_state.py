@@ -10,7 +10,7 @@ import pytest
 
 from rollout import Decision, Phase, Plan, RolloutError, RolloutState
 from rollout._state import HISTORY_LIMIT
-from rollout._types import AnalysisResult, MetricResult, Verdict
+from rollout.analysis._results import AnalysisResult, MetricResult, Verdict
 
 
 def _state(**changes: object) -> RolloutState:

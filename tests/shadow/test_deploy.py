@@ -13,7 +13,7 @@ import pytest
 
 from predictor._config import build_parser
 from rollout import NotFound
-from tests.shadow.conftest import run_cli
+from tests.support.fleet import run_cli
 from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world
 
 SHADOW = f"{ISVC}-shadow"

@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 
-from rollout import CaptureError, ReportRequest, Thresholds, Verdict, build_report, parse_time
-from tests.shadow._captures import T0, exchange, pair, write
-from tests.shadow.conftest import run_cli
+from rollout.analysis import Verdict
+from shadow import CaptureError, ReportRequest, Thresholds, build_report, parse_time
+from tests.support.captures import T0, exchange, pair, write
+from tests.support.fleet import run_cli
 
 N = 60
 
@@ -178,7 +179,7 @@ def test_parse_time_forms() -> None:
     assert parse_time("1.5h", now).isoformat() == "2026-11-29T10:30:00+00:00"
     assert parse_time("2d", now).isoformat() == "2026-11-27T12:00:00+00:00"
     assert parse_time("2026-11-29T13:00:00+01:00", now).timestamp() == now.timestamp()
-    from rollout import ShadowError
+    from shadow import ShadowError
 
     with pytest.raises(ShadowError, match="expected ISO 8601"):
         parse_time("yesterday", now)

@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 from prometheus_client import CollectorRegistry
 
-from predictor._capture import CaptureConfig, CaptureSink
-from predictor._capture_record import Identity
 from predictor._metrics import TapMetrics
-from tests.shadow._captures import exchange
-from tests.shadow.conftest import run_cli
+from predictor.tap._capture import CaptureConfig, CaptureSink
+from predictor.tap._record import Identity
+from tests.support.captures import exchange
+from tests.support.fleet import run_cli
 from tests.support.seaweed import SeaweedS3, seaweed_s3
 
 BUCKET = "captures"

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from rollout import Thresholds, ThresholdsError, Verdict, load_thresholds
-from rollout._shadow_stats import (
+from rollout.analysis import Verdict
+from shadow import Thresholds, ThresholdsError, load_thresholds
+from shadow._stats import (
     Check,
     at_least,
     at_most,

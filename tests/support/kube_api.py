@@ -163,7 +163,7 @@ def _generation_moves(key: str, before: Mapping[str, Any], after: Mapping[str, A
 
 
 def _admit(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
-    from cli._deploycheck._webhook import admit_inferenceservice
+    from deploycheck._webhook import admit_inferenceservice
 
     errors = admit_inferenceservice(new, old)
     if errors:

@@ -26,9 +26,9 @@ from typing import Any
 from kubernetes import client
 
 from registry import Registry
-from rollout._kserve import KServeBackend
-from rollout._kserve_state import StateStore
-from rollout._kube import KubeClient
+from rollout.backends._kserve._backend import KServeBackend
+from rollout.backends._kserve._kube import KubeClient
+from rollout.backends._kserve._state_store import StateStore
 from tests.support.kserve_sim import KSERVE_DEFAULTS, KServeConfig, KServeSim
 from tests.support.kube_api import KubeAPI
 

@@ -1,0 +1,46 @@
+"""Offline checks and rendering for the Kubernetes manifests (``modelctl deploy``).
+
+Documents are validated as a real API server would with ``kubectl apply``: custom
+resources against the upstream CRDs' OpenAPI schemas (unknown fields are errors),
+built-in kinds against ``kubernetes-validate``'s strict schemas, then the semantic
+rules of ``_rules`` and ``_rbac``, and KServe's validating webhook for InferenceServices
+(``_webhook``: ``admit_inferenceservice``). The CRDs come from a folder, or from the
+cluster a kubeconfig points at (``find_crds``). Kustomizations are rendered with real
+kustomize.
+"""
+
+from deploycheck._check import (
+    DEFAULT_KUBE_VERSION,
+    CheckConfig,
+    Checker,
+    Report,
+    find_crds,
+)
+from deploycheck._errors import DeployError
+from deploycheck._locate import (
+    find_crds_dir,
+    find_kubectl,
+    find_kustomize_dir,
+    find_rollout_src,
+)
+from deploycheck._problems import Problem
+from deploycheck._render import RenderRequest, overlay_dir, render
+from deploycheck._webhook import admit_inferenceservice
+
+__all__ = [
+    "DEFAULT_KUBE_VERSION",
+    "CheckConfig",
+    "Checker",
+    "DeployError",
+    "Problem",
+    "RenderRequest",
+    "Report",
+    "admit_inferenceservice",
+    "find_crds",
+    "find_crds_dir",
+    "find_kubectl",
+    "find_kustomize_dir",
+    "find_rollout_src",
+    "overlay_dir",
+    "render",
+]

@@ -1,0 +1,122 @@
+"""``fixed-latency``: a measurement task that sleeps a fixed time per batch.
+
+It is the ``batched_sample`` model of the seed design: whatever the batch size
+(1..max), one batch takes ``latency_ms``; above ``max_batch_size`` it raises. It
+lets the batcher be measured apart from model compute, and its test hooks
+(``poison`` items, ``oom_above``) let tests exercise bisection and OOM splitting
+against a real process. Options come from the artifact's ``task.json``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from predictor._errors import BadInput
+from predictor.handlers._base import (
+    BatchReport,
+    RequestOptions,
+    TensorSpec,
+    read_task_options,
+)
+
+# An echoed instance goes back through orjson, which refuses to encode past 254 levels.
+MAX_NESTING = 64
+_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix"}
+
+
+class PoisonItemError(ValueError):
+    """Raised for an item marked ``{"poison": true}``: a bad input that fails its batch."""
+
+
+class FixedLatencyHandler:
+    """Echoes each instance back after sleeping ``latency_ms`` per batch."""
+
+    task = "fixed-latency"
+    inputs = (TensorSpec("input", "BYTES", (-1,)),)
+    outputs = (TensorSpec("output", "BYTES", (-1,)),)
+
+    def __init__(self, model_dir: Path, *, max_input_chars: int = 20000, **_: Any) -> None:
+        options = read_task_options(Path(model_dir))
+        unknown = set(options) - _KNOWN_OPTIONS
+        if unknown:
+            raise BadInput(f"unknown fixed-latency options in task.json: {sorted(unknown)}")
+        self.latency_s = float(options.get("latency_ms", 100.0)) / 1000.0
+        self.max_batch_size: int | None = int(options.get("max_batch_size", 100))
+        oom_above = options.get("oom_above")
+        self.oom_above = int(oom_above) if oom_above is not None else None
+        self.max_input_chars = max_input_chars
+        # A version whose outputs differ from the echo (shadow-evaluation tests).
+        self.output_prefix = str(options.get("output_prefix", ""))
+        if self.latency_s < 0 or (self.max_batch_size or 0) < 1:
+            raise BadInput("fixed-latency needs latency_ms >= 0 and max_batch_size >= 1")
+
+    def load(self) -> None:
+        """Nothing to load: the task has no weights."""
+
+    def parse(self, instance: Any, options: RequestOptions) -> Any:
+        if isinstance(instance, str) and len(instance) > self.max_input_chars:
+            raise BadInput(
+                f"instance has {len(instance)} characters; the limit is {self.max_input_chars}"
+            )
+        if isinstance(instance, list | dict):
+            # Shape first, walking at most max_input_chars values: str() of a deep instance
+            # would overflow repr (and the JSON encoder), of a huge one stall the loop.
+            problem = _shape_problem(instance, MAX_NESTING, self.max_input_chars)
+            if problem:
+                raise BadInput(f"instance is {problem}")
+            if len(str(instance)) > self.max_input_chars:
+                raise BadInput(f"instance is larger than {self.max_input_chars} characters")
+        return instance
+
+    def prepare_is_cheap(self, items: Sequence[Any]) -> bool:
+        return True
+
+    def prepare(self, items: Sequence[Any]) -> list[Any]:
+        return list(items)
+
+    def run(self, batch: Sequence[Any]) -> list[Any]:
+        size = len(batch)
+        if self.max_batch_size is not None and size > self.max_batch_size:
+            raise RuntimeError(f"batch of {size} exceeds the fixed-latency max of "
+                               f"{self.max_batch_size}")
+        if self.oom_above is not None and size > self.oom_above:
+            import torch
+
+            raise torch.cuda.OutOfMemoryError(f"simulated OOM for a batch of {size}")
+        if any(isinstance(item, dict) and item.get("poison") is True for item in batch):
+            raise PoisonItemError("poison item in batch")
+        time.sleep(self.latency_s)
+        if self.output_prefix:
+            return [self.output_prefix + x if isinstance(x, str) else x for x in batch]
+        return list(batch)
+
+    def to_v1(self, result: Any) -> Any:
+        return result
+
+    def to_v2(self, results: Sequence[Any]) -> list[tuple[TensorSpec, list[Any]]]:
+        return [(TensorSpec("output", "BYTES", (len(results),)), [str(r) for r in results])]
+
+    def warmup_instances(self) -> list[Any]:
+        return ["warm-up"]
+
+    def last_batch_report(self) -> BatchReport:
+        return BatchReport()
+
+
+def _shape_problem(value: Any, max_depth: int, max_values: int) -> str | None:
+    """Why ``value`` is too deep or holds too many values to echo, or None (iterative)."""
+    stack = [(value, 1)]
+    seen = 0
+    while stack:
+        node, depth = stack.pop()
+        if depth > max_depth:
+            return f"nested deeper than {max_depth} levels"
+        children = list(node.values()) if isinstance(node, dict) else node
+        seen += len(children)
+        if seen > max_values:  # each value takes at least one character
+            return f"larger than {max_values} characters"
+        stack.extend((c, depth + 1) for c in children if isinstance(c, list | dict))
+    return None

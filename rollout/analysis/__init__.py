@@ -1,0 +1,60 @@
+"""Analysis of one rollout step: which PromQL to ask, who answers it, and the judge.
+
+An ``AnalysisSpec`` (the strict YAML file, ``default_analysis.yaml`` when none is
+given) names metric checks; an ``Analysis`` runs them through a ``MetricSource``
+(``PrometheusSource`` in clusters and in ``modelctl dev``), canary against stable,
+and the pure judge turns the samples into ``MetricResult``s and one ``Verdict``. A
+source that cannot answer is data (an Inconclusive result), never an exception
+that stops the step loop.
+"""
+
+from typing import TYPE_CHECKING, Any
+
+from rollout.analysis._results import (
+    AnalysisContext,
+    AnalysisResult,
+    Analyzer,
+    MetricResult,
+    Verdict,
+)
+from rollout.analysis._source import MetricSource
+
+if TYPE_CHECKING:
+    from rollout.analysis._analysis import Analysis, AnalysisSpec, load_analysis, parse_analysis
+    from rollout.analysis._prometheus import PrometheusSource
+
+# The analysis pulls in scipy and the Prometheus client (seconds to import); load them
+# on first use so that `modelctl rollout status` and friends start fast.
+_LAZY = {
+    "Analysis": "rollout.analysis._analysis",
+    "AnalysisSpec": "rollout.analysis._analysis",
+    "load_analysis": "rollout.analysis._analysis",
+    "parse_analysis": "rollout.analysis._analysis",
+    "PrometheusSource": "rollout.analysis._prometheus",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rollout.analysis' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "Analysis",
+    "AnalysisContext",
+    "AnalysisResult",
+    "AnalysisSpec",
+    "Analyzer",
+    "MetricResult",
+    "MetricSource",
+    "PrometheusSource",
+    "Verdict",
+    "load_analysis",
+    "parse_analysis",
+]

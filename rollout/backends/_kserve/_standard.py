@@ -1,0 +1,286 @@
+"""KServe's Standard mode: the canary is an entry of ``spec.canary[]``, its own Deployment.
+
+What KServe does, from its source (kserve/kserve at aaac4e294):
+
+* ``components/predictor.go`` ``reconcileCanaryDeployments``: each entry runs as
+  the Deployment and Service ``<isvc>-<predictor.name>-predictor``
+  (``constants.PredictorServiceName``), built by ``buildCanaryPredictor``: the
+  stable predictor with the entry merged over it, autoscaling zeroed, and a fixed
+  replica count from ``canaryReplicaCount`` (the entry's ``minReplicas``, else
+  ``ceil(stable minReplicas x trafficPercent / 100)``). It never autoscales.
+  ``status.canaryStatuses[].ready`` is the Deployment's ``availableReplicas > 0``;
+  ``trafficPercent`` there only echoes the spec. Deployments and Services no
+  longer named by the spec are deleted ("orphaned").
+* ``adjustStableMinReplicasForCanaries`` lowers the stable's minReplicas by the
+  replicas of Ready canaries.
+* ``reconcilers/ingress/httproute_reconciler.go`` ``applyCanaryWeights``: the
+  weights are written only to the HTTPRoute ``<isvc>-predictor``, Ready canaries
+  only, the stable gets the rest. With ``enableGatewayApi: false`` (KServe's
+  shipped default) a Kubernetes Ingress sends everything to the stable Service:
+  no split at all.
+* ``pkg/apis/serving/v1beta1/inference_service_status.go`` ``PropagateRawStatus``
+  copies ``observedGeneration`` from the first *Deployment*: adding
+  ``spec.canary`` never moves it, so it cannot tell whether KServe acted.
+* ``inference_service_validation.go`` ``validateCanarySpecs``: an entry needs
+  ``predictor.name``; no ``maxReplicas``, ``scaleTarget``, ``scaleMetric``,
+  ``autoScaling`` or ``workerSpec``; ``minReplicas`` at most the stable's (default
+  1); the annotation ``serving.kserve.io/deploymentMode`` exactly ``Standard``;
+  ``validatePredictorNameChange``: renaming the predictor needs a new storageUri.
+
+So readiness comes from the canary Deployment's own rollout state (as ``kubectl
+rollout status`` reads it), the weight from the HTTPRoute. The canary is sized for
+its share of the fleet the stable ran when the rollout started; when that needs
+more than the stable's minReplicas (the webhook's cap), the stable's minReplicas
+is raised to the fleet size for the rollout and put back at the end. Promotion
+first moves all traffic to a full-size canary, then renames the predictor to it
+(KServe keeps that Deployment and deletes the old one); rollback first takes all
+traffic and replicas from the canary, then drops the entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rollout._errors import InvalidTransition, RolloutError
+from rollout._state import RolloutState
+from rollout.backends._interface import Change, Deploy, Promote, Rollback, SetWeight
+from rollout.backends._kserve._knative import ModeView, predictor, source_uri, spec_uri
+
+STANDARD = "standard"
+MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+
+
+def service_name(isvc: str, predictor_name: str | None) -> str:
+    """kserve ``pkg/constants/constants.go`` ``PredictorServiceName``."""
+    return f"{isvc}-{predictor_name}-predictor" if predictor_name else f"{isvc}-predictor"
+
+
+def route_name(isvc: str) -> str:
+    """The predictor's HTTPRoute keeps the name without predictor.name
+    (``createRawPredictorHTTPRoute``), so it survives promotion."""
+    return f"{isvc}-predictor"
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What Standard mode reads besides the InferenceService: Deployments and the route."""
+
+    isvc: Mapping[str, Any]
+    stable_deployment: Mapping[str, Any] | None
+    canary_deployment: Mapping[str, Any] | None
+    route: Mapping[str, Any] | None
+
+
+def entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [dict(e) for e in (obj.get("spec") or {}).get("canary") or []]
+
+
+def canary_entry(obj: Mapping[str, Any], name: str | None) -> dict[str, Any] | None:
+    return next((e for e in entries(obj)
+                 if name and (e.get("predictor") or {}).get("name") == name), None)
+
+
+def entry_uri(entry: Mapping[str, Any]) -> str | None:
+    return ((entry.get("predictor") or {}).get("model") or {}).get("storageUri")
+
+
+def stable_min_replicas(obj: Mapping[str, Any]) -> int:
+    value = predictor(obj).get("minReplicas")
+    return 1 if value is None else int(value)
+
+
+def is_rolled_out(deployment: Mapping[str, Any] | None, uri: str, replicas: int = 1) -> bool:
+    """The Deployment runs ``uri`` with at least ``replicas`` available, rollout complete.
+
+    The test of k8s.io/kubectl ``pkg/polymorphichelpers/rollout_status.go``
+    ``DeploymentStatusViewer.Status``: the controller observed this generation, every
+    replica is updated, no old replica is left, every updated one is available.
+    """
+    if deployment is None:
+        return False
+    meta = deployment.get("metadata") or {}
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    replicas_spec = spec.get("replicas")
+    wanted = 1 if replicas_spec is None else int(replicas_spec)
+    updated = int(status.get("updatedReplicas") or 0)
+    return (source_uri(spec.get("template") or {}) == uri
+            and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 1)
+            and wanted >= replicas and updated >= wanted
+            and int(status.get("replicas") or 0) <= updated
+            and int(status.get("availableReplicas") or 0) >= updated)
+
+
+def routed_pct(route: Mapping[str, Any] | None, service: str) -> int:
+    """Percent of the route's weight on ``service`` (its first rule with backends)."""
+    for rule in ((route or {}).get("spec") or {}).get("rules") or []:
+        refs = rule.get("backendRefs") or []
+        if not refs:
+            continue
+        weights = [(str(r.get("name")), int(1 if r.get("weight") is None else r["weight"]))
+                   for r in refs]
+        total = sum(w for _, w in weights)
+        mine = sum(w for name, w in weights if name == service)
+        return round(100 * mine / total) if total else 0
+    return 0
+
+
+def canary_replicas(state: RolloutState, weight_pct: int) -> int:
+    fleet = int(state.backend_data.get("fleet_replicas") or 1)
+    return max(1, math.ceil(fleet * weight_pct / 100)) if weight_pct > 0 else 0
+
+
+def view(seen: Seen, state: RolloutState | None) -> ModeView:
+    obj = seen.isvc
+    isvc = str((obj.get("metadata") or {}).get("name"))
+    name = state.backend_data.get("canary_name") if state else None
+    entry = canary_entry(obj, name)
+    statuses = (obj.get("status") or {}).get("canaryStatuses") or []
+    reported = next((s for s in statuses if name and s.get("name") == name), None)
+    weight = routed_pct(seen.route, service_name(isvc, name)) if entry and name else 0
+    detail = {
+        "predictorName": predictor(obj).get("name"),
+        "canaryName": name,
+        "canaryTrafficPercent": entry.get("trafficPercent") if entry else None,
+        "canaryStatuses": [{"name": s.get("name"), "ready": s.get("ready"),
+                            "trafficPercent": s.get("trafficPercent")} for s in statuses],
+        "httpRoute": route_name(isvc) if seen.route is not None else None,
+        "routedPercent": weight,
+    }
+    if state is None:
+        return ModeView(restored=True, detail=detail)
+    canary, stable = state.canary_uri, state.stable_uri
+    runs_canary = entry is not None and entry_uri(entry) == canary
+    sized = canary_replicas(state, max(state.weight_pct, 1))
+    return ModeView(
+        weight=weight,
+        ready=bool(runs_canary and reported and reported.get("ready")
+                   and is_rolled_out(seen.canary_deployment, canary, sized)),
+        restored=(not entries(obj) and spec_uri(obj) == stable
+                  and is_rolled_out(seen.stable_deployment, stable)),
+        promoted=(not entries(obj) and spec_uri(obj) == canary
+                  and predictor(obj).get("name") == name
+                  and is_rolled_out(seen.stable_deployment, canary)),
+        requested=int(entry.get("trafficPercent") or 0) if entry and runs_canary else None,
+        detail=detail,
+    )
+
+
+def backend_data(obj: Mapping[str, Any], change: Deploy,
+                 stable_deployment: Mapping[str, Any] | None, target: str) -> dict[str, str]:
+    """What the rollout remembers of the stable: its name, minReplicas and fleet size."""
+    stable_name = predictor(obj).get("name") or ""
+    current = entries(obj)
+    same = [e for e in current if entry_uri(e) == change.uri]
+    if current and not (len(current) == 1 and same):
+        raise InvalidTransition(f"{target}: spec.canary already runs another version; "
+                                "remove that entry or roll it out first")
+    if same:  # adopt the canary the manifests declared for this very version
+        name = str((same[0].get("predictor") or {}).get("name") or "")
+    else:
+        name = f"v{change.version}" if stable_name != f"v{change.version}" else (
+            f"v{change.version}-canary")
+    minimum = predictor(obj).get("minReplicas")
+    running = int(((stable_deployment or {}).get("spec") or {}).get("replicas") or 0)
+    fleet = max(stable_min_replicas(obj), running, 1)
+    return {"mode": STANDARD, "canary_name": name, "stable_name": str(stable_name),
+            "stable_min_replicas": "" if minimum is None else str(minimum),
+            "fleet_replicas": str(fleet)}
+
+
+def _entry(obj: Mapping[str, Any], state: RolloutState, weight_pct: int) -> dict[str, Any]:
+    """The canary entry at ``weight_pct``: only what differs from the stable (KServe
+    merges it over the stable predictor), sized for that share of the fleet."""
+    name = state.backend_data.get("canary_name", "")
+    adopted = canary_entry(obj, name)
+    if adopted is not None and entry_uri(adopted) == state.canary_uri:
+        entry = {**adopted, "trafficPercent": weight_pct}
+        entry["predictor"] = {**adopted["predictor"],
+                              "minReplicas": canary_replicas(state, weight_pct)}
+        return entry
+    model = predictor(obj).get("model") or {}
+    canary_model: dict[str, Any] = {"name": "kserve-container",  # the CRD requires it here
+                                    "storageUri": state.canary_uri}
+    if model.get("modelFormat"):
+        canary_model["modelFormat"] = model["modelFormat"]
+    return {"trafficPercent": weight_pct,
+            "predictor": {"name": name, "minReplicas": canary_replicas(state, weight_pct),
+                          "model": canary_model}}
+
+
+def _stable_min(state: RolloutState, during: bool) -> int | None:
+    """The stable's minReplicas during the rollout (raised to the fleet) or after it."""
+    fleet = int(state.backend_data.get("fleet_replicas") or 1)
+    original = state.backend_data.get("stable_min_replicas") or ""
+    if during:
+        return max(fleet, int(original or 1))
+    return int(original) if original else None
+
+
+def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
+    obj = seen.isvc
+    name = state.backend_data.get("canary_name", "")
+    isvc = str((obj.get("metadata") or {}).get("name"))
+    if isinstance(change, Deploy | SetWeight):
+        return {"predictor": {"minReplicas": _stable_min(state, during=True)},
+                "canary": [_entry(obj, state, change.weight_pct)]}
+    if isinstance(change, Promote):
+        if predictor(obj).get("name") == name and not entries(obj):
+            return {}  # renamed already; KServe is finishing
+        full = _entry(obj, state, 100)
+        at_full = (canary_entry(obj, name) == full
+                   and routed_pct(seen.route, service_name(isvc, name)) == 100
+                   and is_rolled_out(seen.canary_deployment, state.canary_uri,
+                                     canary_replicas(state, 100)))
+        if not at_full:  # 1: all traffic to a full-size canary first
+            return {"predictor": {"minReplicas": _stable_min(state, during=True)},
+                    "canary": [full]}
+        # 2: the canary becomes the predictor; KServe keeps its Deployment and deletes
+        # the old stable's as an orphan.
+        return {"predictor": {"name": name, "model": {"storageUri": state.canary_uri},
+                              "minReplicas": _stable_min(state, during=False)},
+                "canary": None}
+    assert isinstance(change, Rollback)
+    entry = canary_entry(obj, name) if name else None
+    if entry is not None:
+        drained = {**entry, "trafficPercent": 0,
+                   "predictor": {**entry["predictor"], "minReplicas": 0}}
+        if entry != drained:  # 1: no traffic and no replicas for the canary, at once
+            return {"canary": [drained]}
+        if routed_pct(seen.route, service_name(isvc, name)) != 0:
+            return {}  # KServe has not moved the traffic yet
+    elif not entries(obj) and predictor(obj).get("minReplicas") == _stable_min(state, False):
+        return {}
+    # 2: the entry goes and the stable's minReplicas is put back
+    return {"predictor": {"minReplicas": _stable_min(state, during=False)}, "canary": None}
+
+
+def start_blockers(obj: Mapping[str, Any], route: Mapping[str, Any] | None) -> list[str]:
+    isvc = str((obj.get("metadata") or {}).get("name"))
+    problems = []
+    annotated = ((obj.get("metadata") or {}).get("annotations") or {}).get(MODE_ANNOTATION)
+    if annotated != "Standard":
+        problems.append(f"annotation {MODE_ANNOTATION} is {annotated!r}: KServe's webhook "
+                        "accepts spec.canary only with exactly 'Standard'")
+    if route is None:
+        problems.append(
+            f"there is no HTTPRoute {route_name(isvc)}: this KServe routes Standard-mode "
+            "traffic through a Kubernetes Ingress to the stable Service only, so a canary "
+            "would get no traffic (set enableGatewayApi: true in the ingress section of "
+            "KServe's inferenceservice-config, or use Knative mode)")
+    if predictor(obj).get("workerSpec"):
+        problems.append("the predictor has a workerSpec: KServe does not run multi-node "
+                        "canaries")
+    return problems
+
+
+def check_entry(entry: Mapping[str, Any], target: str) -> None:
+    """Refuse an entry KServe's webhook would refuse, before sending it."""
+    pred = entry.get("predictor") or {}
+    for key in ("maxReplicas", "scaleTarget", "scaleMetric", "autoScaling", "workerSpec"):
+        if pred.get(key) is not None:
+            raise RolloutError(f"{target}: the canary entry {pred.get('name')!r} sets {key}; "
+                               "KServe's webhook refuses that (canaries use fixed replicas)")

@@ -1,0 +1,31 @@
+"""The shadow evaluation's branch of the error tree.
+
+    PlatformError              (registry)
+    └── ShadowError            mirroring, capture evaluation and the shadow gate
+        ├── CaptureError       captures that cannot be evaluated: truncated or foreign
+        │                      files, another model, no common request IDs, an empty window
+        ├── ThresholdsError    a thresholds file or --threshold flag is wrong
+        └── ShadowGateError    --require-shadow-pass: no passing report for the version
+
+The CLI maps every one of them to exit code 2 (``cli/_errors.py``).
+"""
+
+from __future__ import annotations
+
+from registry import PlatformError
+
+
+class ShadowError(PlatformError):
+    """Something about shadow traffic, its captures or its report is wrong."""
+
+
+class CaptureError(ShadowError):
+    """The captures cannot be evaluated; the message names the file or the reason."""
+
+
+class ThresholdsError(ShadowError):
+    """A shadow-report threshold (file or flag) is unknown or out of range."""
+
+
+class ShadowGateError(ShadowError):
+    """A rollout that requires a passing shadow report has none for its version."""
