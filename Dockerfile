@@ -20,6 +20,7 @@ ARG BUILD_IMAGE=python:3.11-slim-bookworm
 FROM ${BUILD_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY common/ common/
 COPY registry/ registry/
 COPY predictor/ predictor/
 COPY rollout/ rollout/
@@ -44,7 +45,7 @@ RUN if [ -n "${TORCH_INDEX_URL}" ]; then \
             -c /tmp/build/constraints.txt torch; \
     fi \
     && python -m pip install --no-cache-dir /tmp/build/wheels/*.whl \
-    && python -c "import cli, deploycheck, devstack, predictor, registry, rollout, shadow, torch" \
+    && python -c "import cli, common, deploycheck, devstack, predictor, registry, rollout, shadow, torch" \
     && rm -rf /tmp/build \
     && useradd --uid 1000 --user-group --home-dir /tmp --no-create-home \
         --shell /usr/sbin/nologin modelctl

@@ -5,6 +5,12 @@ PY := $(VENV)/bin/python
 REGISTRY ?= $(CURDIR)/.modelctl/registry
 PORT ?= 8080
 PYTEST_ARGS ?=
+# mypy --strict: the pure cores (batching, decide, state, plan, judge, durations) and
+# every package's public surface.
+STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
+	rollout/analysis/_judge.py registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
+	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
+	devstack/__init__.py deploycheck/__init__.py
 
 .PHONY: setup setup-python setup-system demo run test lint typecheck pytest bench clean
 
@@ -24,10 +30,11 @@ run: demo
 	$(VENV)/bin/modelctl serve demo-embed@stable --registry "$(REGISTRY)" --port $(PORT)
 
 lint: setup-python
-	$(VENV)/bin/ruff check registry predictor rollout shadow devstack deploycheck cli tests bench scripts
+	$(VENV)/bin/ruff check common registry predictor rollout shadow devstack deploycheck cli tests bench scripts
 
 typecheck: setup-python
-	$(VENV)/bin/mypy registry predictor rollout shadow devstack deploycheck cli
+	$(VENV)/bin/mypy common registry predictor rollout shadow devstack deploycheck cli
+	$(VENV)/bin/mypy --strict $(STRICT_TYPED)
 
 pytest: setup
 	@# exit code 5 is pytest's "no tests collected": never the reason for a red run.

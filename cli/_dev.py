@@ -153,8 +153,9 @@ def up(
         modelctl dev up demo-fixed --canary 2 --canary-arg inject_latency_ms=100 \\
             --scrape-interval 1s
     """
+    import devstack
+    from common import parse_duration_s
     from devstack import DevEnv, UpSpec
-    from rollout import parse_duration_s
 
     env = DevEnv(name, state_dir)
     spec = UpSpec(name=name, registry=registry, stable=stable, canary=canary, shadow=shadow,
@@ -164,15 +165,15 @@ def up(
                              "canary": tuple(canary_arg or ()),
                              "shadow": tuple(shadow_arg or ())})
     err = stderr()
-    state = env.up(spec, on_event=lambda line: err.print(line, markup=False))
+    state = devstack.up(env, spec, on_event=lambda line: err.print(line, markup=False))
     try:
         with _ReadyProgress(err) as progress:
-            env.wait_ready(state, timeout_s=parse_duration_s(timeout), tick=progress)
+            devstack.wait_ready(env, state, timeout_s=parse_duration_s(timeout), tick=progress)
     except BaseException:
         err.print("stopping what was started")
-        env.down()
+        devstack.down(env)
         raise
-    doc = env.status()
+    doc = devstack.status_doc(env)
     if json_out:
         print_json(doc)
         return
@@ -192,7 +193,9 @@ def status(name: OptionalName = None, state_dir: StateDir = None,
 
         modelctl dev status demo-fixed
     """
-    doc = _pick(name, state_dir).status()
+    import devstack
+
+    doc = devstack.status_doc(_pick(name, state_dir))
     emit(doc, json_out, lambda console: _render_status(console, doc))
 
 
@@ -205,8 +208,10 @@ def down(name: OptionalName = None, state_dir: StateDir = None,
 
         modelctl dev down demo-fixed
     """
+    import devstack
+
     env = _pick(name, state_dir)
-    stopped = env.down()
+    stopped = devstack.down(env)
     doc = {"name": env.name, "stopped": stopped}
     emit(doc, json_out, lambda console: console.print(
         f"dev environment {env.name} is down; stopped {', '.join(stopped) or 'nothing'} "
@@ -243,8 +248,8 @@ def load(
 
         modelctl dev load demo-fixed --rate 40 --duration 2m
     """
+    from common import parse_duration_s
     from devstack import DevEnvError
-    from rollout import parse_duration_s
 
     env = _pick(name, state_dir)
     state = env.read()

@@ -16,7 +16,7 @@ from deploycheck import _kustomize, _locate
 from deploycheck._cluster import kubeconfig_paths, read_cluster_crds
 from deploycheck._core import CoreSchemas
 from deploycheck._crds import CrdIndex
-from deploycheck._errors import DeployError
+from deploycheck._errors import DeployError, KustomizeError
 from deploycheck._openapi import StructuralValidator, type_name
 from deploycheck._problems import Finding, Problem
 from deploycheck._rbac import check_role, is_rollout_role
@@ -129,7 +129,7 @@ class Checker:
             elif _kustomize.is_kustomization(path):
                 try:
                     yield str(path), _kustomize.build(path, self.kubectl)
-                except _kustomize.KustomizeError as exc:
+                except KustomizeError as exc:
                     problems.append(Problem(str(path), 0, (), f"kustomize failed: {exc.detail}"))
             else:
                 children = sorted(p for p in path.iterdir() if not p.name.startswith((".", "__")))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,9 @@ def _api_client(kubeconfig: str | None, context: str | None) -> Any:
     shown = kubeconfig or os.environ.get("KUBECONFIG") or "~/.kube/config"
     if not paths:
         raise DeployError(f"no kubeconfig at {shown}: pass --kubeconfig FILE, or --crds DIR")
+    new_client: Callable[..., Any] = config.new_client_from_config  # untyped upstream
     try:
-        return config.new_client_from_config(
+        return new_client(
             config_file=os.pathsep.join(str(p) for p in paths),
             context=context,
             persist_config=False,

@@ -104,10 +104,6 @@ class CrdIndex:
             v.version for v in self._versions.values() if v.group == group and v.kind == kind
         )
 
-    def is_namespaced(self, api_version: str, kind: str) -> bool | None:
-        found = self.lookup(api_version, kind)
-        return None if found is None else found.namespaced
-
     def __len__(self) -> int:
         return len(self._versions)
 

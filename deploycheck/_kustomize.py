@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from deploycheck._errors import DeployError
+from deploycheck._errors import DeployError, KustomizeError
 
 KUSTOMIZATION_FILES = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 RENDER_TIMEOUT_S = 60.0
@@ -36,11 +36,3 @@ def build(directory: Path, kubectl: str) -> str:
         raise KustomizeError(directory, detail)
     return done.stdout
 
-
-class KustomizeError(DeployError):
-    """kustomize refused a directory (bad kustomization, missing file, bad patch)."""
-
-    def __init__(self, directory: Path, detail: str) -> None:
-        super().__init__(f"kustomize failed for {directory}: {detail}")
-        self.directory = directory
-        self.detail = detail

@@ -76,7 +76,7 @@ class Use:
     group: str
     resource: str
     verb: str
-    where: str  # "rollout/_kube.py:42 (patch_namespaced_custom_object)"
+    where: str  # "rollout/backends/_kserve/_kube.py:42 (patch_namespaced_custom_object)"
 
 
 def resource_label(group: str, resource: str) -> str:

@@ -293,10 +293,3 @@ RULES: tuple[Rule, ...] = (
     keda_query_selects_itself,
 )
 
-
-def apply_rules(doc: Mapping[str, Any]) -> list[Finding]:
-    """Every rule's findings for one (schema-valid) document."""
-    out: list[Finding] = []
-    for rule in RULES:
-        out.extend(rule(doc))
-    return out

@@ -69,7 +69,6 @@ _GO_FIELDS = {
     "explainer": ("ExplainerSpec", "ART, PodSpec, ComponentExtensionSpec"),
 }
 _STORAGE_SPEC_PREFIXES = ("s3://", "hdfs://", "webhdfs://")  # SupportedStorageSpecURIPrefixList
-_MEBIBYTE = Decimal(1024**2)
 _QUANTITY = re.compile(
     r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$"
 )

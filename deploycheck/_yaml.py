@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import yaml
@@ -46,9 +46,10 @@ def load_documents(text: str) -> Iterator[tuple[int, Any]]:
     """Yield ``(index, document)`` for every document in the stream, empty ones included
     as ``None`` so that indexes match what a reader counts between ``---`` lines."""
     loader = StrictLoader(text)
+    has_more: Callable[[], bool] = loader.check_data  # untyped in PyYAML's stubs
     index = 0
     try:
-        while loader.check_data():
+        while has_more():
             yield index, loader.get_data()
             index += 1
     except yaml.YAMLError as exc:

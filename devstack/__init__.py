@@ -1,13 +1,25 @@
 """The one-machine stack of ``modelctl dev``: predictors, an nginx gateway, Prometheus.
 
 ``DevEnv`` is one named environment: its state file (the PIDs, ports and routes of
-what it started), ``up`` / ``down`` / ``status`` over the processes it owns, and the
-nginx gateway that splits traffic between stable and canary (which the ``local``
-traffic backend drives). Every process is started by us and stopped by PID.
+what it started) and its folders. The lifecycle is four functions over it: ``up``
+(start what ``UpSpec`` names), ``wait_ready``, ``status_doc`` and ``down`` (stop the
+processes it owns). The nginx gateway splits traffic between stable and canary (the
+``local`` traffic backend drives it). Every process is started by us and stopped by
+PID.
 """
 
 from devstack._env import DevEnv
 from devstack._errors import DevEnvError, DevEnvNotFound, DevEnvRunning
-from devstack._lifecycle import UpSpec
+from devstack._lifecycle import UpSpec, down, status_doc, up, wait_ready
 
-__all__ = ["DevEnv", "DevEnvError", "DevEnvNotFound", "DevEnvRunning", "UpSpec"]
+__all__ = [
+    "DevEnv",
+    "DevEnvError",
+    "DevEnvNotFound",
+    "DevEnvRunning",
+    "UpSpec",
+    "down",
+    "status_doc",
+    "up",
+    "wait_ready",
+]

@@ -1,13 +1,14 @@
-"""The dev environment: predictors, an nginx gateway and Prometheus on loopback.
+"""The dev environment's state and files: what it started, where, and its folders.
 
-``modelctl dev up NAME`` starts, for model NAME from a registry, one predictor
-process per role (stable, and optionally canary and shadow), nginx as the gateway
-that splits traffic between them (``devstack._gateway``), and Prometheus scraping
-every predictor with the static labels ``namespace="local"`` and ``isvc=NAME``, so
-the shipped analysis queries work unchanged. Everything it starts is recorded in
-``<state dir>/<NAME>/state.json`` (PID, start time, command-line marker), and
-``down`` stops exactly those processes. The rollout's state lives in the same
-file, where a cluster keeps it in an annotation.
+``modelctl dev up NAME`` (``devstack._lifecycle``) starts, for model NAME from a
+registry, one predictor process per role (stable, and optionally canary and
+shadow), nginx as the gateway that splits traffic between them
+(``devstack._gateway``), and Prometheus scraping every predictor with the static
+labels ``namespace="local"`` and ``isvc=NAME``, so the shipped analysis queries
+work unchanged. Everything it starts is recorded in ``<state dir>/<NAME>/state.json``
+(PID, start time, command-line marker), and ``down`` stops exactly those
+processes. The rollout's state lives in the same file, where a cluster keeps it in
+an annotation.
 
 Layout of ``<state dir>/<NAME>/``: ``state.json``, ``.lock`` (writers hold it),
 ``events.jsonl`` (rollout decisions), ``nginx/`` (config, logs, temp files),
@@ -24,7 +25,7 @@ import os
 import re
 import socket
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +35,6 @@ from devstack._gateway import Gateway, Routes
 from devstack._processes import ProcessRecord, spawn
 
 if TYPE_CHECKING:
-    from devstack._lifecycle import UpSpec
     from registry import Registry
 
 DEV_DIR_ENV = "MODELCTL_DEV_DIR"
@@ -295,32 +295,6 @@ class DevEnv:
         except FileNotFoundError:
             return []
         return [json.loads(line) for line in lines if line.strip()]
-
-    # -- lifecycle (devstack._lifecycle) --------------------------------------------------
-    def up(self, spec: UpSpec, *, on_event: Callable[[str], None] | None = None) -> EnvState:
-        """Start predictors, nginx and Prometheus (returns at once; see ``wait_ready``)."""
-        from devstack._lifecycle import up
-
-        return up(self, spec, on_event=on_event)
-
-    def wait_ready(self, state: EnvState, *, timeout_s: float = 180.0,
-                   tick: Callable[[Mapping[str, str]], None] | None = None) -> None:
-        """Wait until every component answers ready; ``DevEnvError`` if one exits."""
-        from devstack._lifecycle import wait_ready
-
-        wait_ready(self, state, timeout_s=timeout_s, tick=tick)
-
-    def down(self, *, timeout_s: float = 30.0) -> list[str]:
-        """Stop exactly the processes this environment started; returns their names."""
-        from devstack._lifecycle import down
-
-        return down(self, timeout_s=timeout_s)
-
-    def status(self) -> dict[str, Any]:
-        """URLs, each process and its readiness, the routes nginx serves, the rollout."""
-        from devstack._lifecycle import status_doc
-
-        return status_doc(self)
 
     @staticmethod
     def names(state_dir: Path | None = None) -> list[str]:

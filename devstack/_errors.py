@@ -1,19 +1,20 @@
-"""The dev stack's branch of the error tree (drawn in ``DevEnvError``); the CLI maps
-every one of them to exit code 2 (``cli/_errors.py``)."""
+"""The dev stack's branch of the error tree.
+
+    PlatformError            (registry)
+    └── DevEnvError          a process would not start, nginx refused a config, ...
+        ├── DevEnvNotFound   no environment of that name is up
+        └── DevEnvRunning    `modelctl dev up` while that environment runs
+
+The CLI maps every one of them to exit code 2 (``cli/_errors.py``).
+"""
 
 from __future__ import annotations
 
-from registry import PlatformError
+from common import PlatformError
 
 
 class DevEnvError(PlatformError):
-    """The dev environment is missing, broken, or cannot do what was asked.
-
-        PlatformError            (registry)
-        └── DevEnvError          a process would not start, nginx refused a config, ...
-            ├── DevEnvNotFound   no environment of that name is up
-            └── DevEnvRunning    `modelctl dev up` while that environment runs
-    """
+    """The dev environment is missing, broken, or cannot do what was asked."""
 
 
 class DevEnvNotFound(DevEnvError):

@@ -12,6 +12,7 @@ from typing import Any
 
 import httpx
 
+from common import format_promql_duration
 from devstack._env import ROLES, DevEnv, EnvState, free_port, port_is_free, predictor_args
 from devstack._errors import DevEnvError, DevEnvRunning
 from devstack._gateway import Routes
@@ -61,10 +62,6 @@ class UpSpec:
             raise DevEnvError(f"unknown roles {sorted(unknown)} (known: {', '.join(ROLES)})")
         for args in self.role_args.values():
             predictor_args(args)
-
-
-def _duration(seconds: float) -> str:
-    return f"{round(seconds * 1000)}ms"
 
 
 def up(env: DevEnv, spec: UpSpec, *, on_event: Callable[[str], None] | None = None) -> EnvState:
@@ -142,7 +139,7 @@ def _start_prometheus(env: DevEnv, state: EnvState) -> ProcessRecord:
     folder = env.prometheus_dir()
     (folder / "data").mkdir(parents=True, exist_ok=True)
     env.write_targets(state)
-    every = _duration(state.scrape_interval_s)
+    every = format_promql_duration(state.scrape_interval_s)
     config = {
         "global": {"scrape_interval": every, "scrape_timeout": every,
                    "evaluation_interval": every},

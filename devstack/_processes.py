@@ -133,7 +133,7 @@ def children(record: ProcessRecord) -> list[int]:
 def pid_running(pid: int) -> bool:
     """True while ``pid`` runs and is not a zombie (for children we did not record)."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
 

@@ -2,8 +2,7 @@
 
 from predictor._config import ServerConfig, build_parser, parse_config
 from predictor._errors import BadInput, DeadlineExpired, ItemFailed, Overloaded, PredictorError
-from predictor.handlers._base import Handler, TensorSpec
-from predictor.handlers._factory import HANDLERS, create_handler
+from predictor.handlers import HANDLERS, Handler, TensorSpec, create_handler
 
 __all__ = [
     "HANDLERS",

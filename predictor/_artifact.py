@@ -23,13 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from predictor._config import ServerConfig
-from predictor._errors import PredictorError
+from predictor._errors import ArtifactError
 
 logger = logging.getLogger("predictor")
-
-
-class ArtifactError(PredictorError):
-    """The model directory cannot be served (no manifest, bad checksums, bad weights)."""
 
 
 @dataclass(frozen=True)

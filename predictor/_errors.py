@@ -1,23 +1,38 @@
-"""The predictor's branch of the error tree.
+"""The predictor's branch of the error tree, and the one table that maps it to status codes.
 
     PlatformError                      (registry)
-    └── PredictorError
+    └── PredictorError                 anything not below: 500 (gRPC INTERNAL)
         ├── Overloaded                 refused at once: 429 + Retry-After (draining: 503)
         ├── DeadlineExpired            dropped in the queue before it ran: 429 + Retry-After
         ├── ItemFailed                 one of the request's items raised: 400 or 500
         ├── BadInput                   the request itself is malformed: 400
-        └── RepositoryRefused          a model repository load or unload: 403 (gRPC
-                                       PERMISSION_DENIED); the model keeps serving
+        │   ├── BodyTooLarge           the body is over --max_body_bytes: 413
+        │   └── BodyTooSlow            the body did not arrive within the timeout: 408
+        ├── RepositoryRefused          a model repository load or unload: 403 (gRPC
+        │                              PERMISSION_DENIED); the model keeps serving
+        ├── InjectedFailure            --inject_error_rate: 500
+        ├── ArtifactError              at start: the model directory cannot be served
+        ├── CaptureSetupError          at start: the capture directory cannot be created
+        └── TLSMisconfigured           at start: a TLS certificate without its key, or
+                                       a key without its certificate
 
-The HTTP layer maps these to status codes in one table (gRPC has its twin); the
-batcher only raises.
+``status_for`` is the one table from these errors to HTTP status codes (and the
+headers that go with them); ``grpc_error_for`` is its twin for gRPC, derived from it.
+The edges consult them (``_http``: the body checks and the app's exception handler;
+``_model``: gRPC requests and their metrics; ``_repository``: gRPC's load and unload);
+the batcher and the handlers only raise. An error at start ends the process with exit
+code 2 (``_server.serve``). Two refusals never become errors: a request head over its
+limits (431, or 408 when too slow), answered by ``_head`` before the ASGI app sees
+the request, and FastAPI's request validation of V2 bodies (400,
+``_http.validation_error_handler``).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
-from registry import PlatformError
+from common import PlatformError
 
 OverloadReason = Literal["queue_full", "deadline", "draining"]
 
@@ -77,6 +92,14 @@ class BadInput(PredictorError):
     """The request is malformed (no items, wrong types, too large, ...)."""
 
 
+class BodyTooLarge(BadInput):
+    """The request body is larger than ``--max_body_bytes`` (declared or as sent)."""
+
+
+class BodyTooSlow(BadInput):
+    """The request body did not arrive in full within the request timeout."""
+
+
 class RepositoryRefused(PredictorError):
     """A model repository ``load`` or ``unload`` (HTTP or gRPC), refused.
 
@@ -91,3 +114,65 @@ class RepositoryRefused(PredictorError):
             "new version instead)"
         )
         self.action = action
+
+
+class InjectedFailure(PredictorError):
+    """A failure injected on purpose (--inject_error_rate): answered 500."""
+
+
+class ArtifactError(PredictorError):
+    """The model directory cannot be served (no manifest, bad checksums, bad weights)."""
+
+
+class CaptureSetupError(PredictorError):
+    """The capture location cannot be used (a local directory that cannot be created)."""
+
+
+class TLSMisconfigured(PredictorError):
+    """Only one of the TLS certificate and key is set."""
+
+
+# Errors whose status does not depend on the error's own fields, nearest class first.
+_FIXED_STATUS: tuple[tuple[type[PredictorError], int], ...] = (
+    (BodyTooLarge, 413),
+    (BodyTooSlow, 408),
+    (BadInput, 400),
+    # Understood and refused, whoever asks: a 4xx, so no error rate counts it.
+    (RepositoryRefused, 403),
+)
+
+
+def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
+    """The edge table: a predictor error's HTTP status and the headers that go with it."""
+    if isinstance(exc, Overloaded):
+        if exc.reason == "draining":
+            return 503, {}
+        return 429, _retry_after(exc.retry_after_s)
+    if isinstance(exc, DeadlineExpired):
+        # Dropped in the queue by overload: a refusal like the 429 at the door, not a
+        # server error (the rollout's error rate must not count shed load).
+        return 429, _retry_after(exc.waited_ms / 1000.0)
+    if isinstance(exc, ItemFailed):
+        return (400 if exc.is_input_error else 500), {}
+    for cls, status in _FIXED_STATUS:
+        if isinstance(exc, cls):
+            return status, {}
+    return 500, {}
+
+
+def grpc_error_for(exc: PredictorError) -> Exception:
+    """The same table for gRPC: the status a gRPC client understands for ``exc``."""
+    from grpc_interceptor import exceptions as grpc_exc
+
+    by_status: dict[int, type[Exception]] = {
+        400: grpc_exc.InvalidArgument,
+        403: grpc_exc.PermissionDenied,
+        429: grpc_exc.ResourceExhausted,
+        503: grpc_exc.Unavailable,
+    }
+    status, _ = status_for(exc)
+    return by_status.get(status, grpc_exc.Internal)(str(exc))
+
+
+def _retry_after(seconds: float) -> dict[str, str]:
+    return {"retry-after": str(max(1, math.ceil(seconds)))}

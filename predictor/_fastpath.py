@@ -12,6 +12,8 @@ route would have answered (tests/predictor/test_fastpath.py compares both).
 Anything it is not sure of goes to KServe's app unchanged: other paths and models,
 CloudEvents, a body that is not valid JSON (KServe's own decoder words that error),
 and a model that is not ready (KServe's 503). ``--fast_path false`` turns it off.
+It never reads the body from ``receive``: ``PredictorMiddleware`` in front has read
+it (``request_body``), and a request it hands on still has it to read.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 import orjson
 from cloudevents.sdk.converters.util import has_binary_headers  # as KServe decides
 
-from predictor._http import ASGIApp, Receive, Scope, Send, read_body, replay_body
+from predictor._http import ASGIApp, Receive, Scope, Send, request_body
 
 # What KServe's DataPlane.decode parses as JSON.
 _JSON_TYPES = frozenset({"application/json", "application/cloudevents+json",
@@ -43,18 +45,16 @@ class V1FastPath:
         self.path = f"/v1/models/{model.name}:predict"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] != "http" or scope.get("method") != "POST"
+        body = request_body(scope)  # read by PredictorMiddleware; None without it in front
+        if (scope["type"] != "http" or scope.get("method") != "POST" or body is None
                 or scope.get("path") != self.path or not self.model.ready):
             await self.app(scope, receive, send)
             return
         # Starlette's Request.headers: names as sent (uvicorn lowercases), the last wins.
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        body = await read_body(receive)
-        if body is None:  # the client left before sending it all: nobody to answer
-            return
         request = self._decoded(headers, body)
-        if request is None:
-            await self.app(scope, replay_body(body, receive), send)
+        if request is None:  # KServe's app reads the body from receive, still unread
+            await self.app(scope, receive, send)
             return
         try:
             request, attributes = self.dataplane.decode_cloudevent(request)

@@ -1,8 +1,13 @@
-"""The HTTP edge: request IDs, body limits, per-request metrics, error mapping.
+"""The HTTP edge: request IDs, the request body, per-request metrics, error mapping.
 
 A pure ASGI middleware in front of KServe's FastAPI app. It sees every response,
 including the ones KServe produces itself (404 unknown model, 400 bad JSON), so
-the request counter is complete.
+the request counter is complete. It is the one layer that reads a request body,
+once, within ``--max_body_bytes`` and the request timeout: the layers inside it
+(the tap, the V1 fast path) take those bytes from the scope (``request_body``), and
+KServe's app reads them from a ``receive`` that replays them. ``header`` is the one
+lookup of a request header in a scope. Errors become status codes through the table
+in ``_errors``.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ import re
 import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from predictor._errors import PredictorError
-from predictor._metrics import PredictorMetrics
+from predictor._errors import BadInput, BodyTooLarge, BodyTooSlow, PredictorError, status_for
+
+if TYPE_CHECKING:
+    from predictor._metrics import PredictorMetrics
 
 logger = logging.getLogger("predictor")
 
@@ -30,13 +37,29 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 PREDICT_PATH = re.compile(r"^/(v1/models/[^/]+:predict|v2/models/[^/]+(/versions/[^/]+)?/infer)$")
 BODY_METHODS = {"POST", "PUT", "PATCH"}
+# Where PredictorMiddleware leaves the body it read, for the layers inside it.
+_BODY = "modelctl.body"
 
 
-def _header(scope: Scope, name: bytes) -> bytes | None:
+def header(scope: Scope, name: bytes) -> bytes | None:
+    """The first value of the request header ``name`` (lower case), or None."""
     for key, value in scope.get("headers", []):
         if key.lower() == name:
             return bytes(value)
     return None
+
+
+def _with_header(scope: Scope, name: bytes, value: bytes) -> Scope:
+    """A copy of ``scope`` whose header ``name`` (lower case) is ``value`` alone."""
+    headers = [(k, v) for k, v in scope["headers"] if k.lower() != name]
+    return {**scope, "headers": [*headers, (name, value)]}
+
+
+def request_body(scope: Scope) -> bytes | None:
+    """The body PredictorMiddleware read for this request, or None if it read none
+    (not a POST, PUT or PATCH, or no PredictorMiddleware in front)."""
+    body: bytes | None = scope.get(_BODY)
+    return body
 
 
 async def _send_json(send: Send, status: int, body: dict[str, Any],
@@ -59,9 +82,9 @@ def _is_v2_json_without_content_type(scope: Scope) -> bool:
     unless the binary-extension header is present.
     """
     path = scope.get("path", "")
-    if not path.endswith("/infer") or _header(scope, b"inference-header-content-length"):
+    if not path.endswith("/infer") or header(scope, b"inference-header-content-length"):
         return False
-    content_type = (_header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
+    content_type = (header(scope, b"content-type") or b"").split(b";")[0].strip().lower()
     return content_type != b"application/json"
 
 
@@ -96,14 +119,12 @@ class PredictorMiddleware:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = (_header(scope, b"x-request-id") or b"").decode("latin-1")
+        request_id = (header(scope, b"x-request-id") or b"").decode("latin-1")
         if not request_id or len(request_id) > 200:
             request_id = self._ids.next()
-            headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"x-request-id"]
-            scope = {**scope, "headers": [*headers, (b"x-request-id", request_id.encode())]}
+            scope = _with_header(scope, b"x-request-id", request_id.encode())
         if _is_v2_json_without_content_type(scope):
-            headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-type"]
-            scope = {**scope, "headers": [*headers, (b"content-type", b"application/json")]}
+            scope = _with_header(scope, b"content-type", b"application/json")
         id_header = (b"x-request-id", request_id.encode("latin-1"))
         status = [500]
 
@@ -120,18 +141,16 @@ class PredictorMiddleware:
             self._inflight.inc()
         try:
             if scope.get("method") in BODY_METHODS:
-                body_or_error = await self._read_body(scope, receive)
-                if isinstance(body_or_error, tuple):
-                    code, message = body_or_error
-                    status[0] = code
-                    await _send_json(send, code, {"error": message}, [id_header])
+                try:
+                    body = await self._read_body(scope, receive)
+                    if is_predict:
+                        check_body(scope, body)
+                except BadInput as exc:
+                    status[0] = await _refuse(send, exc, id_header)
                     return
-                problem = body_problem(scope, body_or_error) if is_predict else None
-                if problem is not None:
-                    status[0] = 400
-                    await _send_json(send, 400, {"error": problem}, [id_header])
-                    return
-                receive = replay_body(body_or_error, receive)
+                # Read once, here: inner layers take the bytes, KServe a replay of them.
+                scope = {**scope, _BODY: body}
+                receive = _replay_body(body, receive)
             await self.app(scope, receive, send_with_id)
         finally:
             if is_predict:
@@ -148,19 +167,19 @@ class PredictorMiddleware:
             self._by_code[status] = child
         child.inc()
 
-    async def _read_body(self, scope: Scope, receive: Receive) -> bytes | tuple[int, str]:
-        """The whole body, or (status, message) when it is too large, malformed or too slow."""
-        declared = _header(scope, b"content-length")
+    async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
+        """The whole body; BadInput when it is malformed, too large or too slow."""
+        declared = header(scope, b"content-length")
         if declared is not None:
             try:
                 length = int(declared)
             except ValueError:
-                return 400, "Content-Length is not a number"
+                raise BadInput("Content-Length is not a number") from None
             if length < 0:
-                return 400, "Content-Length is negative"
+                raise BadInput("Content-Length is negative")
             if length > self.max_body_bytes:
-                return 413, (f"request body of {length} bytes exceeds the limit of "
-                             f"{self.max_body_bytes} bytes")
+                raise BodyTooLarge(f"request body of {length} bytes exceeds the limit of "
+                                   f"{self.max_body_bytes} bytes")
         chunks: list[bytes] = []
         size = 0
         try:
@@ -170,17 +189,26 @@ class PredictorMiddleware:
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        return 400, "client disconnected before sending the whole body"
+                        raise BadInput("client disconnected before sending the whole body")
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > self.max_body_bytes:
-                        return 413, (f"request body exceeds the limit of "
-                                     f"{self.max_body_bytes} bytes")
+                        raise BodyTooLarge(f"request body exceeds the limit of "
+                                           f"{self.max_body_bytes} bytes")
                     chunks.append(chunk)
                     if not message.get("more_body", False):
                         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         except TimeoutError:
-            return 408, f"request body not received within {self.body_timeout_s:.0f} s"
+            raise BodyTooSlow(
+                f"request body not received within {self.body_timeout_s:.0f} s") from None
+
+
+async def _refuse(send: Send, exc: PredictorError, id_header: tuple[bytes, bytes]) -> int:
+    """Answer ``exc`` as the error table says, before the app sees the request."""
+    status, headers = status_for(exc)
+    extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    await _send_json(send, status, {"error": str(exc)}, [*extra, id_header])
+    return status
 
 
 class _RepeatedKey(Exception):
@@ -202,17 +230,16 @@ def _refuse_repeats(pairs: list[tuple[str, Any]]) -> None:
 _PAIRS_SCANNER = json.JSONDecoder(object_pairs_hook=_refuse_repeats)
 
 
-def body_problem(scope: Scope, body: bytes) -> str | None:
-    """Why a predict body must be refused before KServe decodes it, or None."""
-    declared = _header(scope, b"inference-header-content-length")
+def check_body(scope: Scope, body: bytes) -> None:
+    """Raise BadInput for a predict body that must be refused before KServe decodes it."""
+    declared = header(scope, b"inference-header-content-length")
     if declared is not None and str(scope.get("path", "")).endswith("/infer"):
         problem = _binary_extension_problem(declared, body)
         if problem is not None:
-            return problem
+            raise BadInput(problem)
     key = duplicate_key(scope, body)
     if key is not None:
-        return f"the JSON body repeats the key {key!r} in one object: send each key once"
-    return None
+        raise BadInput(f"the JSON body repeats the key {key!r} in one object: send each key once")
 
 
 def _binary_extension_problem(declared: bytes, body: bytes) -> str | None:
@@ -239,7 +266,7 @@ def duplicate_key(scope: Scope, body: bytes) -> str | None:
     first), so a proxy that inspected the body could have seen a different request from
     the one the model would run: such bodies are refused instead.
     """
-    declared = _header(scope, b"inference-header-content-length")
+    declared = header(scope, b"inference-header-content-length")
     if declared is not None and declared.isdigit():
         body = body[: int(declared)]  # V2 binary extension: JSON header, then raw tensors
     try:
@@ -251,19 +278,7 @@ def duplicate_key(scope: Scope, body: bytes) -> str | None:
     return None
 
 
-async def read_body(receive: Receive) -> bytes | None:
-    """The whole body (already bounded by PredictorMiddleware), or None if the client left."""
-    chunks: list[bytes] = []
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            return None
-        chunks.append(bytes(message.get("body", b"")))
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
-
-
-def replay_body(body: bytes, receive: Receive) -> Receive:
+def _replay_body(body: bytes, receive: Receive) -> Receive:
     """A receive() that hands the app ``body`` (already read) and then the real stream."""
     sent = False
 
@@ -280,8 +295,6 @@ def replay_body(body: bytes, receive: Receive) -> Receive:
 async def predictor_error_handler(request: Any, exc: Exception) -> Any:
     """FastAPI exception handler: a domain error → KServe's error JSON with its status."""
     from fastapi.responses import JSONResponse
-
-    from predictor._model import status_for
 
     assert isinstance(exc, PredictorError)
     status, headers = status_for(exc)

@@ -21,7 +21,14 @@ import kserve
 from kserve import InferOutput, InferRequest, InferResponse
 
 from predictor._config import ServerConfig
-from predictor._errors import BadInput, Overloaded, PredictorError
+from predictor._errors import (
+    BadInput,
+    InjectedFailure,
+    Overloaded,
+    PredictorError,
+    grpc_error_for,
+    status_for,
+)
 from predictor._metrics import PredictorMetrics
 from predictor._protocol import DecodedRequest, decode_v1, decode_v2
 from predictor.batching._batcher import Batcher, BatchStats
@@ -31,10 +38,6 @@ from predictor.handlers._base import Handler, RequestOptions, TensorSpec
 logger = logging.getLogger("predictor")
 
 _NO_OPTIONS = RequestOptions()
-
-
-class InjectedFailure(PredictorError):
-    """A failure injected on purpose (--inject_error_rate): answered 500."""
 
 
 def request_timeout_ms(headers: dict[str, str], timeout_ms: float) -> float:
@@ -242,8 +245,6 @@ class BatchingModel(kserve.Model):
         return [spec.to_dict() for spec in self.handler.outputs]
 
 
-
-
 def _as_numpy(spec: TensorSpec, data: list[Any]) -> Any:
     import numpy as np
 
@@ -252,42 +253,3 @@ def _as_numpy(spec: TensorSpec, data: list[Any]) -> Any:
     else:
         array = np.array(data, dtype=np.float32 if spec.datatype == "FP32" else None)
     return array.reshape(spec.shape)
-
-
-def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
-    """The edge table: a domain error's HTTP status and extra headers."""
-    from predictor._errors import DeadlineExpired, ItemFailed, Overloaded, RepositoryRefused
-
-    if isinstance(exc, Overloaded):
-        if exc.reason == "draining":
-            return 503, {}
-        return 429, {"retry-after": str(max(1, math.ceil(exc.retry_after_s)))}
-    if isinstance(exc, DeadlineExpired):
-        # Dropped in the queue by overload: a refusal like the 429 at the door, not a
-        # server error (the rollout's error rate must not count shed load).
-        return 429, {"retry-after": str(max(1, math.ceil(exc.waited_ms / 1000.0)))}
-    if isinstance(exc, ItemFailed):
-        return (400 if exc.is_input_error else 500), {}
-    if isinstance(exc, BadInput):
-        return 400, {}
-    if isinstance(exc, RepositoryRefused):
-        # Understood and refused, whoever asks: a 4xx, so no error rate counts it.
-        return 403, {}
-    return 500, {}
-
-
-def grpc_error_for(exc: PredictorError) -> Exception:
-    """The same table for gRPC: status codes a gRPC client understands."""
-    from grpc_interceptor import exceptions as grpc_exc
-
-    status, _ = status_for(exc)
-    message = str(exc)
-    if status == 400:
-        return grpc_exc.InvalidArgument(message)
-    if status == 403:
-        return grpc_exc.PermissionDenied(message)
-    if status == 429:
-        return grpc_exc.ResourceExhausted(message)
-    if status == 503:
-        return grpc_exc.Unavailable(message)
-    return grpc_exc.Internal(message)

@@ -7,23 +7,25 @@ message that names the problem (the caller maps it to 400).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from predictor._errors import BadInput
-from predictor.handlers._base import Handler, RequestOptions, TensorSpec
+from predictor.handlers._base import Handler, RequestOptions
 
 V2_NUMERIC = {"BOOL", "UINT8", "UINT16", "UINT32", "UINT64", "INT8", "INT16", "INT32", "INT64",
               "FP16", "FP32", "FP64"}
 
-# Request parameters that belong to the protocol (binary extension, Triton's
-# scheduling hints), not to the task: never passed to the handler as options.
-V2_PROTOCOL_PARAMETERS = frozenset({
-    "binary_data_output", "binary_data", "binary_data_size", "priority", "timeout",
-    "sequence_id", "sequence_start", "sequence_end", "headers",
+# Request parameters that only say how the data travels (the binary extension, headers
+# passed as parameters): part of neither the task's options nor the captured input.
+TRANSPORT_PARAMETERS = frozenset({"binary_data_output", "binary_data", "binary_data_size",
+                                  "headers"})
+# Every request parameter that belongs to the protocol, not to the task (the above and
+# Triton's scheduling hints): never passed to the handler as options.
+V2_PROTOCOL_PARAMETERS = TRANSPORT_PARAMETERS | frozenset({
+    "priority", "timeout", "sequence_id", "sequence_start", "sequence_end",
 })
 
 
@@ -179,6 +181,3 @@ def _check_count(instances: Any, max_instances: int, what: str) -> None:
     if len(instances) > max_instances:
         raise BadInput(f"{len(instances)} {what} in one request; the limit is {max_instances}")
 
-
-def v2_outputs(handler: Handler, results: Sequence[Any]) -> list[tuple[TensorSpec, list[Any]]]:
-    return handler.to_v2(results)

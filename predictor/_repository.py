@@ -6,8 +6,8 @@ authentication. In a single-model predictor ``unload`` takes the model out of th
 registry for good (readiness 503, liveness still fine, so nothing restarts the pod)
 and ``load`` cannot bring it back (``ModelRepository.load`` does nothing). Until
 multi-model serving makes them real, both raise ``RepositoryRefused`` here, the one
-place that decides; each edge maps that error with its own table: HTTP 403 through
-the app's ``PredictorError`` handler, gRPC ``PERMISSION_DENIED`` through
+place that decides; the one table in ``_errors`` maps that error at each edge: HTTP
+403 through the app's ``PredictorError`` handler, gRPC ``PERMISSION_DENIED`` through
 ``grpc_error_for``. The model keeps serving. ``index`` (read-only) is KServe's own.
 """
 
@@ -16,7 +16,7 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from predictor._errors import PredictorError, RepositoryRefused
+from predictor._errors import PredictorError, RepositoryRefused, grpc_error_for
 
 
 @cache
@@ -24,8 +24,6 @@ def repository_classes() -> tuple[type[Any], type[Any]]:
     """(ReadOnlyRepository, GuardedServicer), built on first use like the server classes."""
     from kserve.protocol.grpc.servicer import InferenceServicer
     from kserve.protocol.model_repository_extension import ModelRepositoryExtension
-
-    from predictor._model import grpc_error_for
 
     class ReadOnlyRepository(ModelRepositoryExtension):
         """KServe's repository extension: ``index`` as KServe answers it; no load or unload."""

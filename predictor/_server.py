@@ -22,7 +22,7 @@ from typing import Any
 
 from predictor._artifact import Artifact, open_artifact
 from predictor._config import ServerConfig
-from predictor._errors import PredictorError
+from predictor._errors import PredictorError, TLSMisconfigured
 from predictor._fastpath import V1FastPath
 from predictor._head import MAX_HEAD_BYTES, head_limited_protocol
 from predictor._http import (
@@ -33,13 +33,9 @@ from predictor._http import (
 from predictor._model import BatchingModel
 from predictor._repository import repository_classes
 from predictor.handlers._factory import create_handler
-from predictor.tap._exchange import Tap, TapMiddleware
+from predictor.tap._tap import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
-
-
-class TLSMisconfigured(PredictorError):
-    """Only one of the TLS certificate and key is set."""
 
 
 def check_tls() -> None:
@@ -77,8 +73,8 @@ def build_model(config: ServerConfig, artifact: Artifact) -> BatchingModel:
     return model
 
 
-def _server_classes() -> tuple[type[Any], type[Any]]:
-    """PredictorServer and its gRPC server, built on first use (kserve parses argv on import)."""
+def _server_class() -> type[Any]:
+    """PredictorServer (and its gRPC server), built on first use: kserve parses argv on import."""
     from kserve import ModelServer
     from kserve import model_server as kserve_model_server
     from kserve.protocol.dataplane import DataPlane
@@ -254,7 +250,7 @@ def _server_classes() -> tuple[type[Any], type[Any]]:
                 await self._grpc_server.stop(signum)
             self._rest_server._server.should_exit = True
 
-    return PredictorServer, BoundGRPCServer
+    return PredictorServer
 
 
 def freeze_heap() -> None:
@@ -275,7 +271,7 @@ def freeze_heap() -> None:
 
 def serve(config: ServerConfig) -> int:
     """Verify, load, warm up and serve; returns the process exit code."""
-    from registry import PlatformError
+    from common import PlatformError
 
     try:
         check_tls()
@@ -285,8 +281,7 @@ def serve(config: ServerConfig) -> int:
         return 2
     try:
         model = build_model(config, artifact)
-        server_cls, _ = _server_classes()
-        server_cls(config).start([model])
+        _server_class()(config).start([model])
     except PlatformError as exc:
         sys.stderr.write(f"error: {exc}\n")
         return 2

@@ -1,9 +1,6 @@
-"""The project's error root, and the registry's branch of the tree.
+"""The registry's branch of the error tree (the root, ``PlatformError``, is in ``common``).
 
-``PlatformError`` lives here because ``registry`` is the package every other one
-may import (see DESIGN.md); ``predictor``, ``rollout`` and ``cli`` subclass it.
-
-    PlatformError
+    PlatformError               (common/_errors.py)
     └── RegistryError
         ├── InvalidName         a model, alias, ref, task or metadata key is malformed
         ├── NotFound            no such model, version or alias
@@ -19,10 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-
-class PlatformError(Exception):
-    """Root of every error modelctl raises on purpose: a user can cause it and
-    the edges (HTTP, CLI) turn it into a clear message, never a traceback."""
+from common import PlatformError
 
 
 class RegistryError(PlatformError):

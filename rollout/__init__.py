@@ -4,7 +4,8 @@ A rollout moves traffic from a stable to a canary version step by step through a
 traffic backend (``rollout.backends``: ``kserve`` on Kubernetes, ``local`` for the
 nginx gateway of ``modelctl dev``), analyses each step (``rollout.analysis``: the
 Prometheus queries and the judge), and promotes or rolls back. ``decide`` is the
-pure step function; ``Engine`` runs it against a backend, and ``run`` loops it. Its
+pure step function; ``Engine`` runs it against a backend, ``run`` loops it, and
+``wait_final`` repeats a promotion or rollback until it is in effect. Its
 state is stored with the target (a ConfigMap beside the InferenceService; the
 environment's state file for ``modelctl dev``), so any run can resume it. Nothing
 here does I/O at import.
@@ -18,6 +19,7 @@ from rollout._engine import (
     analysis_context,
     new_holder_id,
     run,
+    wait_final,
 )
 from rollout._errors import (
     AnalysisSpecError,
@@ -37,7 +39,7 @@ from rollout._errors import (
     UnknownBackend,
     UnsupportedTarget,
 )
-from rollout._plan import Plan, parse_duration_s, parse_steps
+from rollout._plan import Plan, parse_steps
 from rollout._start import start_rollout
 from rollout._state import Decision, Phase, RolloutState
 
@@ -69,8 +71,8 @@ __all__ = [
     "analysis_context",
     "decide",
     "new_holder_id",
-    "parse_duration_s",
     "parse_steps",
     "run",
     "start_rollout",
+    "wait_final",
 ]

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from common import format_duration_s
 from rollout._errors import InvalidTransition, NotReady
-from rollout._plan import format_duration_s
 from rollout._state import Decision, Phase, RolloutState
 from rollout.analysis._results import AnalysisResult, Verdict
 from rollout.backends._interface import Change, Observation, Promote, Rollback, SaveState, SetWeight
@@ -91,11 +91,6 @@ def decide(
     return _tick(state, seen, now, analysis)
 
 
-def analysis_due(state: RolloutState, seen: Observation, now: float) -> bool:
-    """True when a tick at ``now`` would need an analysis result to decide."""
-    return decide(state, seen, now).needs_analysis
-
-
 # -- the run loop's tick -------------------------------------------------------------
 def _tick(state: RolloutState, seen: Observation, now: float,
           analysis: AnalysisResult | None) -> Outcome:
@@ -128,10 +123,12 @@ def _tick(state: RolloutState, seen: Observation, now: float,
                        wait_s=left)
     if analysis is None:
         return Outcome(state, waiting="analysing", needs_analysis=True)
-    return _judge(state.evolve(last_analysis=analysis), now, analysis)
+    return _act_on_analysis(state.evolve(last_analysis=analysis), now, analysis)
 
 
-def _judge(state: RolloutState, now: float, analysis: AnalysisResult) -> Outcome:
+def _act_on_analysis(state: RolloutState, now: float, analysis: AnalysisResult) -> Outcome:
+    """Carry out the verdict: Pass moves to the next step (or promotes after the last),
+    Fail is counted and rolls back at the limit, Inconclusive holds one more interval."""
     weight = state.weight_pct
     numbers = analysis_numbers(analysis)
     summary = summarize(analysis)

@@ -4,7 +4,8 @@
 ``decide`` what to do (running the analysis when one is due), and writes the
 change together with the new state in one conditional write. A 409 means
 someone else wrote in between: the step re-reads and decides again. ``run`` is
-a ticker calling ``step``; the CLI verbs call ``step`` with a command; tests call
+a ticker calling ``step``; the CLI verbs call ``step`` with a command (and
+``wait_final`` repeats a promotion or a rollback until it is in effect); tests call
 it tick by tick with a fake clock.
 
 A ``run`` holds a lease (holder id + expiry, stored in the state): a second run
@@ -21,10 +22,10 @@ import secrets
 import socket
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from registry import PlatformError
+from common import PlatformError, format_duration_s
 from rollout._aliases import AliasRegistry, move_aliases
 from rollout._decide import TICK, Command, Outcome, decide
 from rollout._errors import (
@@ -35,7 +36,6 @@ from rollout._errors import (
     NotFound,
     RolloutError,
 )
-from rollout._plan import format_duration_s
 from rollout._state import Decision, Phase, RolloutState
 from rollout.analysis._results import (
     AnalysisContext,
@@ -322,3 +322,24 @@ def run(engine: Engine, *, poll_s: float = 5.0, deadline_s: float | None = None,
             engine.release()
         except KubeError as exc:  # the lease then simply expires
             log.warning("could not release the lease: %s", exc)
+
+
+WAIT_POLL_S = 0.5
+
+
+def wait_final(engine: Engine, result: StepResult, kind: str, *, timeout_s: float,
+               poll_s: float = WAIT_POLL_S, sleep: Callable[[float], None] = time.sleep,
+               monotonic: Clock = time.monotonic) -> StepResult:
+    """Repeat the command ``kind`` (``promote``, ``promote-full`` or ``rollback``) after
+    ``result`` until the rollout's end is in effect or ``timeout_s`` passes.
+
+    Returns the last step's result with the decisions of every step, ``result``'s
+    first; ``is_final`` says whether it got there in time.
+    """
+    decisions = result.decisions
+    deadline = monotonic() + timeout_s
+    while not result.is_final and monotonic() < deadline:
+        sleep(poll_s)
+        result = engine.step(Command(kind))
+        decisions = (*decisions, *result.decisions)
+    return replace(result, decisions=decisions)

@@ -8,14 +8,10 @@ anything.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from rollout._errors import InvalidPlan, InvalidSteps
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 DEFAULT_STEPS_PCT: tuple[int, ...] = (5, 25, 50)
 DEFAULT_INTERVAL_S = 60.0
@@ -51,26 +47,6 @@ def validate_steps(steps: Sequence[int]) -> tuple[int, ...]:
         if after <= before:
             raise InvalidSteps(f"steps: {after} after {before} is not strictly increasing")
     return tuple(steps)
-
-
-def parse_duration_s(text: str) -> float:
-    """Parse ``"60s"``, ``"2m"``, ``"1.5h"``, ``"500ms"`` or bare seconds into seconds (> 0)."""
-    match = _DURATION.match(text)
-    if match is None:
-        raise InvalidPlan(f"duration {text!r}: expected a number with ms, s, m or h, e.g. 60s")
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
-    if seconds <= 0:
-        raise InvalidPlan(f"duration {text!r} must be greater than zero")
-    return seconds
-
-
-def format_duration_s(seconds: float) -> str:
-    """Render seconds the way people wrote them: ``90s``, ``2m``, ``1.5h``."""
-    if seconds >= 3600 and seconds % 360 == 0:
-        return f"{seconds / 3600:g}h"
-    if seconds >= 60 and seconds % 6 == 0:
-        return f"{seconds / 60:g}m"
-    return f"{seconds:g}s"
 
 
 @dataclass(frozen=True)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 import time
 
-from registry import PlatformError
+from common import PlatformError, format_duration_s
 from rollout._aliases import AliasRegistry, move_aliases
 from rollout._engine import MAX_CONFLICTS, Clock, StepResult
 from rollout._errors import Conflict, InvalidTransition
-from rollout._plan import Plan, format_duration_s
+from rollout._plan import Plan
 from rollout._state import Decision, RolloutState
 from rollout.backends._interface import Deploy, Observation, TrafficBackend
 

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from predictor.tap import CAPTURE_COLUMNS, s3_filesystem, safe_uri
 from shadow._errors import CaptureError
 
-COLUMNS = ("request_id", "ts", "model", "version", "role", "task", "status", "latency_ms",
-           "input_hash", "output")
 _MAGIC = b"PAR1"
 
 
@@ -38,14 +37,6 @@ class CaptureSource:
     uri: str  # as given, without credentials
     files: tuple[str, ...]  # paths DuckDB can open (local paths or s3://...)
     fs: Any = None  # the fsspec filesystem for remote files, None for local
-
-
-def safe_uri(uri: str) -> str:
-    if "://" not in uri:
-        return uri
-    parts = urlsplit(uri)
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}{parts.path}"
 
 
 def find_captures(uri: str, side: str) -> CaptureSource:
@@ -68,7 +59,7 @@ def find_captures(uri: str, side: str) -> CaptureSource:
         if parts.username or parts.password:
             raise CaptureError(f"{side} capture: put S3 credentials in AWS_* variables, "
                                "not in the URI")
-        fs = _s3_filesystem()
+        fs = s3_filesystem(listings_cache=False)
         root_key = f"{parts.hostname}{parts.path}".rstrip("/")
         try:
             if root_key.endswith(".parquet") and fs.isfile(root_key):
@@ -82,21 +73,6 @@ def find_captures(uri: str, side: str) -> CaptureSource:
     if not files:
         raise CaptureError(f"{side} capture {shown} holds no .parquet capture files")
     return CaptureSource(shown, tuple(files), fs)
-
-
-def _s3_filesystem() -> Any:
-    import s3fs
-
-    endpoint = next((os.environ[n].strip() for n in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-                     if os.environ.get(n, "").strip()), None)
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    return s3fs.S3FileSystem(
-        endpoint_url=endpoint,
-        client_kwargs={"region_name": region or "us-east-1"} if (region or endpoint) else {},
-        config_kwargs={"connect_timeout": 5, "read_timeout": 60,
-                       "retries": {"max_attempts": 3, "mode": "standard"}},
-        skip_instance_cache=True, use_listings_cache=False,
-    )
 
 
 def connect(sources: Sequence[CaptureSource], *, memory_limit_mb: int,
@@ -128,13 +104,14 @@ def parquet_scan(source: CaptureSource) -> str:
 
 
 def check_schema(con: Any, source: CaptureSource, side: str) -> None:
-    """The files have the capture columns, else a CaptureError naming what is missing."""
+    """The files have every column the predictor writes (``CAPTURE_COLUMNS``), else a
+    CaptureError naming what is missing."""
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM {parquet_scan(source)}").fetchall()
     except Exception as exc:
         raise explain_read_error(exc, source, side) from None
     have = {row[0] for row in described}
-    missing = [c for c in COLUMNS if c not in have]
+    missing = [name for name, _ in CAPTURE_COLUMNS if name not in have]
     if missing:
         raise CaptureError(f"{side} capture {source.uri} is not a modelctl capture (no "
                            f"column {', '.join(missing)})")

@@ -12,7 +12,7 @@ The CLI maps every one of them to exit code 2 (``cli/_errors.py``).
 
 from __future__ import annotations
 
-from registry import PlatformError
+from common import PlatformError
 
 
 class ShadowError(PlatformError):

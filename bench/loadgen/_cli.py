@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -15,17 +14,18 @@ from rich.table import Table
 
 from bench.loadgen._result import LatencyStats, LoadResult
 from bench.loadgen._spec import ARRIVALS, LoadgenError
-
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*(ms|s|m|h)?\s*$")
-_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+from common import InvalidDuration, parse_duration_s
 
 
 def parse_duration(text: str) -> float:
-    """``"10s"``, ``"500ms"``, ``"2m"`` or a bare number of seconds, in seconds."""
-    match = _DURATION.match(text)
-    if not match:
-        raise LoadgenError(f"bad duration {text!r}: use e.g. 10s, 500ms, 2m")
-    return float(match.group(1)) * _UNIT_S[match.group(2)]
+    """``"10s"``, ``"500ms"``, ``"2m"`` or a bare number of seconds, in seconds.
+
+    The grammar is ``common.parse_duration_s``'s. Zero parses: ``LoadSpec`` refuses it.
+    """
+    try:
+        return parse_duration_s(text, allow_zero=True)
+    except InvalidDuration:
+        raise LoadgenError(f"bad duration {text!r}: use e.g. 10s, 500ms, 2m") from None
 
 
 def parse_header(text: str) -> tuple[str, str]:

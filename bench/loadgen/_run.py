@@ -1,26 +1,7 @@
-"""Open-loop HTTP load generator: requests go out on a schedule, never waiting for answers.
+"""Run one open-loop load: validate the spec, build the schedule, send it, summarise it.
 
-Request ``i`` is due at ``t0 + i / rate`` (or at Poisson arrival times), is sent then
-whether or not earlier ones have been answered, and its latency counts from when it
-was *due*, so queueing anywhere (server or generator) shows up in the latencies
-instead of silently lowering the offered load (no coordinated omission). How late
-requests actually went out is reported as send lag; a run whose p99 send lag is over
-a few milliseconds did not offer the load it claims (``LoadResult.is_on_schedule``).
-
-Python::
-
-    from bench.loadgen import run_open_loop
-    result = run_open_loop("http://127.0.0.1:8080/v1/models/m:predict", rate=500,
-                           duration_s=10, body={"instances": ["hi"]}, warmup_s=2)
-    print(result.to_dict())
-
-Command line::
-
-    python -m bench.loadgen --url http://127.0.0.1:8080/v1/models/m:predict \\
-        --rate 500 --duration 10s --body '{"instances":["hi"]}' --json out.json
-
-Timeouts and connection failures are statuses of their own (``timeout``,
-``conn_error``); 429s and 5xx are counted, never retried.
+One process (``run_in_loop``) or several (``run_in_processes``, merged); the
+package docstring (``bench.loadgen``) says what open loop means here.
 """
 
 from __future__ import annotations
@@ -32,18 +13,9 @@ import numpy as np
 import uvloop
 
 from bench.loadgen._core import Records
-from bench.loadgen._result import LatencyStats, LoadResult, Samples, build_result
+from bench.loadgen._result import LoadResult, Samples, build_result
 from bench.loadgen._spec import BodySpec, LoadgenError, LoadSpec, schedule
 from bench.loadgen._workers import merge, run_in_loop, run_in_processes
-
-__all__ = [
-    "LatencyStats",
-    "LoadResult",
-    "LoadgenError",
-    "Samples",
-    "run_open_loop",
-    "run_open_loop_async",
-]
 
 Headers = Mapping[str, str] | Sequence[tuple[str, str]] | None
 

@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from registry import PlatformError
+from common import PlatformError
 
 Body = bytes | str | Mapping[str, Any]
 BodySpec = Body | Sequence[Body] | Callable[[int], bytes] | None

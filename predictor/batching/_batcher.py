@@ -212,9 +212,8 @@ class Batcher(Generic[T, R]):
             self._executor.shutdown(wait=False)
 
     # -- the request path ---------------------------------------------------------------------
-    async def submit(
-        self, items: Sequence[T], deadline: float, *, timeout_ms: float | None = None
-    ) -> list[R]:
+    async def submit(self, items: Sequence[T], deadline: float, *,
+                     timeout_ms: float | None = None) -> list[R]:
         """Queue the items of one request and wait for their results, in order.
 
         ``deadline`` is on the batcher's clock. ``timeout_ms`` is the request's
@@ -231,9 +230,8 @@ class Batcher(Generic[T, R]):
         if not items:
             raise BadInput("a request needs at least one item")
         now = self._clock()
-        admission = self.policy.admit(
-            now, len(self._queue), len(items), deadline, self._busy_until, cap=self._cap
-        )
+        admission = self.policy.admit(now, len(self._queue), len(items), deadline,
+                                      self._busy_until, cap=self._cap)
         if admission.reason == "queue_full":
             self._reject("queue_full", admission.retry_after_s,
                          f"the queue is full ({len(self._queue)} items waiting, "
@@ -246,9 +244,8 @@ class Batcher(Generic[T, R]):
         future: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
         if timeout_ms is None:
             timeout_ms = (deadline - now) * 1000.0
-        request: _Request[R] = _Request(
-            future, now, deadline, timeout_ms, [None] * len(items), len(items)
-        )
+        request: _Request[R] = _Request(future, now, deadline, timeout_ms, [None] * len(items),
+                                        len(items))
         self._queue.extend(_Item(v, now, deadline, request, i) for i, v in enumerate(items))
         self.policy.record_arrivals(now, len(items))
         idle.clear()
@@ -294,10 +291,8 @@ class Batcher(Generic[T, R]):
         """Carry out the policy's decisions until it says to wait; return until when."""
         while True:
             now = self._clock()
-            decision = self.policy.decide(
-                now, self._queue, self._in_flight > 0, self._busy_until,
-                cap=self._cap, is_draining=self._is_draining,
-            )
+            decision = self.policy.decide(now, self._queue, self._in_flight > 0, self._busy_until,
+                                          cap=self._cap, is_draining=self._is_draining)
             if decision.expired:
                 self._expire(decision.expired, now)
                 continue  # dropping may remove siblings further back: decide afresh
@@ -322,9 +317,8 @@ class Batcher(Generic[T, R]):
         self.items_expired += dropped
         self._expired_since_batch += dropped
         for request in requests.values():
-            self._fail(request, DeadlineExpired(
-                request.timeout_ms, (now - request.submitted_at) * 1000.0
-            ))
+            waited_ms = (now - request.submitted_at) * 1000.0
+            self._fail(request, DeadlineExpired(request.timeout_ms, waited_ms))
         self._update_idle()
 
     async def _execute(self, batch: list[_Item[T, R]], started: float) -> None:
@@ -381,9 +375,8 @@ class Batcher(Generic[T, R]):
             cause = outcome.failures.get(position)
             if cause is not None:
                 logger.info("item %d of a request failed: %s", item.index, type(cause).__name__)
-                self._fail(request, ItemFailed(
-                    item.index, cause, is_input_error=self._is_input_error(cause)
-                ))
+                is_input_error = self._is_input_error(cause)
+                self._fail(request, ItemFailed(item.index, cause, is_input_error=is_input_error))
                 self._abandon(request)
                 continue
             request.results[item.index] = outcome.results[position]

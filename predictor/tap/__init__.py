@@ -1,19 +1,22 @@
 """The tap: a copy of each answered predict exchange, for the mirror and the capture.
 
-``TapMiddleware`` (``_exchange``) keeps the request and response bytes and, only
-after the last byte has gone to the client, hands an ``Exchange`` to the ``Tap``,
-whose two consumers only enqueue: the ``Mirror`` (``_mirror``) sends a sampled copy
-to a shadow from its own tasks, and the ``CaptureSink`` (``_capture``) writes one
-record (``_record``: the capture schema that ``shadow`` reads) from its own thread.
-Neither can delay, fail or change the answer the client got.
+``TapMiddleware`` (``_tap``) keeps the request and response bytes and, only after
+the last byte has gone to the client, hands an ``Exchange`` (``_exchange``) to the
+``Tap``, whose two consumers only enqueue: the ``Mirror`` (``_mirror``) sends a
+sampled copy to a shadow from its own tasks, and the ``CaptureSink`` (``_capture``)
+writes one record (``_record``: the capture schema, ``CAPTURE_COLUMNS``, that
+``shadow`` reads) from its own thread. Neither can delay, fail or change the answer
+the client got.
 """
 
-from predictor.tap._capture import CaptureConfig, CaptureSink
-from predictor.tap._exchange import Exchange, Tap, TapMiddleware
+from predictor.tap._capture import CaptureConfig, CaptureSink, s3_filesystem, safe_uri
+from predictor.tap._exchange import Exchange
 from predictor.tap._mirror import Mirror, MirrorConfig
-from predictor.tap._record import Identity, build_record, schema
+from predictor.tap._record import CAPTURE_COLUMNS, Identity, build_record, schema
+from predictor.tap._tap import Tap, TapMiddleware
 
 __all__ = [
+    "CAPTURE_COLUMNS",
     "CaptureConfig",
     "CaptureSink",
     "Exchange",
@@ -23,5 +26,7 @@ __all__ = [
     "Tap",
     "TapMiddleware",
     "build_record",
+    "s3_filesystem",
+    "safe_uri",
     "schema",
 ]

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from predictor._errors import PredictorError
+from predictor._errors import CaptureSetupError
 from predictor.tap._record import Identity, build_record, schema
 
 if TYPE_CHECKING:
@@ -51,9 +51,6 @@ logger = logging.getLogger("predictor")
 MIB = 1024 * 1024
 MIN_BUFFER_BYTES = 16 * MIB
 _WARN_EVERY_S = 60.0
-
-class CaptureSetupError(PredictorError):
-    """The capture location cannot be used (a local directory that cannot be created)."""
 
 
 @dataclass(frozen=True)
@@ -138,19 +135,26 @@ def _open_fs(uri: str) -> tuple[Any, str, bool]:
         path = uri[len("file://"):] if uri.lower().startswith("file://") else uri
         return None, str(Path(path).expanduser().absolute()), True
     parts = urlsplit(uri)
+    fs = s3_filesystem()
+    return fs, f"{parts.hostname}{parts.path}".rstrip("/"), False
+
+
+def s3_filesystem(*, listings_cache: bool = True) -> Any:
+    """s3fs for the capture bucket, from the standard ``AWS_*`` variables (endpoint,
+    region, credentials: never from the URI), with bounded timeouts and retries."""
     import s3fs
 
     endpoint = next((os.environ[n].strip() for n in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
                      if os.environ.get(n, "").strip()), None)
     region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    fs = s3fs.S3FileSystem(
+    options: dict[str, Any] = {} if listings_cache else {"use_listings_cache": False}
+    return s3fs.S3FileSystem(
         endpoint_url=endpoint,
         client_kwargs={"region_name": region or "us-east-1"} if (region or endpoint) else {},
         config_kwargs={"connect_timeout": 5, "read_timeout": 60,
                        "retries": {"max_attempts": 3, "mode": "standard"}},
-        skip_instance_cache=True,
+        skip_instance_cache=True, **options,
     )
-    return fs, f"{parts.hostname}{parts.path}".rstrip("/"), False
 
 
 class CaptureSink:

@@ -23,10 +23,11 @@ import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from predictor.tap._exchange import SHADOW_HEADER, Exchange
+
 if TYPE_CHECKING:
     from predictor._config import ServerConfig
     from predictor._metrics import TapMetrics
-    from predictor.tap._exchange import Exchange
 
 logger = logging.getLogger("predictor")
 
@@ -80,10 +81,6 @@ class Mirror:
         self._closed = False
         self._sent: dict[int, Any] = {}
 
-    @property
-    def pending(self) -> int:
-        return self._queue.qsize() if self._queue is not None else 0
-
     def offer(self, exchange: Exchange) -> None:
         """Queue a copy if it is sampled; a request that is itself a mirror is never sent on."""
         if exchange.is_shadow or not is_sampled(exchange.request_id, self.config.sample_rate):
@@ -125,7 +122,7 @@ class Mirror:
         url = self.config.url + exchange.path + (f"?{exchange.query}" if exchange.query else "")
         headers = dict(exchange.headers)
         headers["x-request-id"] = exchange.request_id
-        headers["x-shadow"] = "true"
+        headers[SHADOW_HEADER] = "true"
         try:
             response = await self._client.post(url, content=exchange.body, headers=headers)
         except asyncio.CancelledError:  # close() gave up waiting for this one

@@ -19,15 +19,32 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from predictor._protocol import TRANSPORT_PARAMETERS
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
     from predictor.tap._exchange import Exchange
 
 MAX_ERROR_CHARS = 500
-# Request parameters that only steer the protocol, not the prediction: not hashed.
-_PROTOCOL_PARAMETERS = frozenset({"binary_data_output", "binary_data", "binary_data_size",
-                                  "headers"})
+# The capture files' columns, in order, each with its Arrow type as pyarrow names it
+# (docs/SHADOW.md describes each). The one list: ``shadow`` reads captures by it.
+CAPTURE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("request_id", "string"),
+    ("ts", "timestamp[ms, tz=UTC]"),
+    ("model", "string"),
+    ("version", "string"),
+    ("role", "string"),
+    ("task", "string"),
+    ("protocol", "string"),
+    ("status", "int32"),
+    ("latency_ms", "double"),
+    ("items", "int32"),
+    ("input_hash", "string"),
+    ("input", "string"),
+    ("output", "string"),
+    ("error", "string"),
+)
 
 
 @dataclass(frozen=True)
@@ -41,25 +58,12 @@ class Identity:
 
 
 def schema() -> pa.Schema:
-    """The capture files' Parquet schema (docs/SHADOW.md describes each column)."""
+    """The capture files' Parquet schema: ``CAPTURE_COLUMNS`` (pyarrow loads on first use)."""
     import pyarrow as pa
 
-    return pa.schema([
-        ("request_id", pa.string()),
-        ("ts", pa.timestamp("ms", tz="UTC")),
-        ("model", pa.string()),
-        ("version", pa.string()),
-        ("role", pa.string()),
-        ("task", pa.string()),
-        ("protocol", pa.string()),
-        ("status", pa.int32()),
-        ("latency_ms", pa.float64()),
-        ("items", pa.int32()),
-        ("input_hash", pa.string()),
-        ("input", pa.string()),
-        ("output", pa.string()),
-        ("error", pa.string()),
-    ])
+    types = {"string": pa.string(), "int32": pa.int32(), "double": pa.float64(),
+             "timestamp[ms, tz=UTC]": pa.timestamp("ms", tz="UTC")}
+    return pa.schema([(name, types[kind]) for name, kind in CAPTURE_COLUMNS])
 
 
 def canonical_json(value: Any) -> str:
@@ -110,7 +114,7 @@ def _canonical_input(request: Any, is_v2: bool) -> tuple[str | None, int | None]
     if not isinstance(request, dict):
         return None, None
     raw = request.get("parameters")
-    parameters = ({k: v for k, v in raw.items() if k not in _PROTOCOL_PARAMETERS}
+    parameters = ({k: v for k, v in raw.items() if k not in TRANSPORT_PARAMETERS}
                   if isinstance(raw, dict) else raw)
     if is_v2:
         inputs = request.get("inputs")

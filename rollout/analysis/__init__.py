@@ -5,7 +5,8 @@ given) names metric checks; an ``Analysis`` runs them through a ``MetricSource``
 (``PrometheusSource`` in clusters and in ``modelctl dev``), canary against stable,
 and the pure judge turns the samples into ``MetricResult``s and one ``Verdict``. A
 source that cannot answer is data (an Inconclusive result), never an exception
-that stops the step loop.
+that stops the step loop. ``analysis_spec`` and ``prepare_analysis`` are the one way
+the commands choose a spec and build and check an analysis over Prometheus.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ from rollout.analysis._source import MetricSource
 if TYPE_CHECKING:
     from rollout.analysis._analysis import Analysis, AnalysisSpec, load_analysis, parse_analysis
     from rollout.analysis._prometheus import PrometheusSource
+    from rollout.analysis._setup import analysis_spec, prepare_analysis
 
 # The analysis pulls in scipy and the Prometheus client (seconds to import); load them
 # on first use so that `modelctl rollout status` and friends start fast.
@@ -31,6 +33,8 @@ _LAZY = {
     "load_analysis": "rollout.analysis._analysis",
     "parse_analysis": "rollout.analysis._analysis",
     "PrometheusSource": "rollout.analysis._prometheus",
+    "analysis_spec": "rollout.analysis._setup",
+    "prepare_analysis": "rollout.analysis._setup",
 }
 
 
@@ -55,6 +59,8 @@ __all__ = [
     "MetricSource",
     "PrometheusSource",
     "Verdict",
+    "analysis_spec",
     "load_analysis",
     "parse_analysis",
+    "prepare_analysis",
 ]

@@ -20,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from common import format_promql_duration
 from rollout._errors import (
     AnalysisSpecError,
     BadQueryError,
@@ -38,7 +39,6 @@ from rollout.analysis._judge import (
 from rollout.analysis._promql import (
     PLACEHOLDERS,
     check_template,
-    duration,
     label_value,
     placeholders_in,
     render,
@@ -343,12 +343,12 @@ def _values(ctx: AnalysisContext, role: str, step_s: float | None) -> dict[str, 
             "isvc": label_value("InferenceService name", ctx.isvc),
             "version": label_value("version", version),
             "role": role,
-            "interval": duration(ctx.interval_s),
+            "interval": format_promql_duration(ctx.interval_s),
         }
     except ValueError as exc:
         raise RolloutError(str(exc)) from None
     if step_s is not None:
-        values["step"] = duration(step_s)
+        values["step"] = format_promql_duration(step_s)
     return values
 
 

@@ -188,7 +188,7 @@ def _points(check: Check, canary: Measurement, stable: Measurement) -> _Judgemen
     return Verdict.PASS, f"{numbers} <= {allowed:.4g}", {kind: effect}
 
 
-def _decide(
+def _significance_verdict(
     check: Check, kind: str, effect: float, allowed: float, p_value: float, what: str
 ) -> tuple[Verdict, str]:
     """Fail only when the canary is significantly worse *and* by more than the tolerance."""
@@ -227,7 +227,7 @@ def _proportions(check: Check, canary: Measurement, stable: Measurement) -> _Jud
     rate_c, rate_s = e_c / n_c, e_s / n_s
     kind, effect, allowed = _effect(check, rate_c, rate_s)
     what = f"canary {e_c:.0f}/{n_c:.0f} = {rate_c:.4g} vs stable {e_s:.0f}/{n_s:.0f} = {rate_s:.4g}"
-    verdict, reason = _decide(check, kind, effect, allowed, p_value, what)
+    verdict, reason = _significance_verdict(check, kind, effect, allowed, p_value, what)
     numbers = {
         "z": z,
         "p_value": p_value,
@@ -252,7 +252,7 @@ def _ranks(check: Check, canary: Measurement, stable: Measurement) -> _Judgement
     mean_c, mean_s = float(np.mean(canary.samples)), float(np.mean(stable.samples))
     kind, effect, allowed = _effect(check, mean_c, mean_s)
     what = f"sample means canary {mean_c:.4g} vs stable {mean_s:.4g} (n={n_c}/{n_s})"
-    verdict, reason = _decide(check, kind, effect, allowed, p_value, what)
+    verdict, reason = _significance_verdict(check, kind, effect, allowed, p_value, what)
     numbers = {
         "u": u,
         "p_value": p_value,

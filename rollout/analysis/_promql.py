@@ -7,7 +7,6 @@ server for the rest.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 
@@ -69,13 +68,6 @@ def _bracket_problem(text: str) -> str | None:
         return f"has an unclosed {ch!r} at column {pos + 1}"
     return None
 
-
-def duration(seconds: float) -> str:
-    """A PromQL duration for ``seconds``: whole seconds as ``60s``, else milliseconds."""
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"a duration must be a positive number of seconds, got {seconds}")
-    millis = max(1, round(seconds * 1000))
-    return f"{millis // 1000}s" if millis % 1000 == 0 else f"{millis}ms"
 
 
 def label_value(field: str, value: str) -> str:

@@ -98,9 +98,21 @@ Change = Deploy | SetWeight | Promote | Rollback | SaveState
 
 
 class TrafficBackend(Protocol):
-    """One traffic-splitting system that a rollout drives."""
+    """One traffic-splitting system that a rollout drives.
+
+    ``namespace`` and ``isvc`` name the serving target (``target`` is both, as
+    ``namespace/isvc``); the ``default_*`` methods say where this system's own registry
+    and Prometheus are when the operator names none (None: the caller's defaults).
+    """
 
     name: str
+    namespace: str
+    isvc: str
+
+    @property
+    def target(self) -> str:
+        """``namespace/isvc``: how messages name the serving target."""
+        ...
 
     def observe(self) -> Observation:
         """Read the target now: its rollout state, traffic split and canary readiness."""
@@ -121,4 +133,17 @@ class TrafficBackend(Protocol):
 
     def record(self, state: RolloutState, decision: Decision) -> None:
         """Publish one decision where operators look (a Kubernetes Event, a log line)."""
+        ...
+
+    def list_events(self) -> list[dict[str, Any]]:
+        """Every decision ``record`` published for this target that is still kept, oldest
+        first, as Kubernetes Event objects (``lastTimestamp``, ``type``, ``reason``, ...)."""
+        ...
+
+    def default_registry_url(self) -> str | None:
+        """The registry this target serves from, when the operator names none."""
+        ...
+
+    def default_prometheus_url(self) -> str | None:
+        """The Prometheus that scrapes this target, when the operator names none."""
         ...

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,15 +71,13 @@ class LocalNginxBackend:
     name = "local"
 
     def __init__(self, env: DevEnv, *, canary_args: Sequence[str] | None = None,
-                 registry: Registry | None = None, ready_timeout_s: float = 180.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 registry: Registry | None = None, ready_timeout_s: float = 180.0) -> None:
         self.env = env
         self.namespace = NAMESPACE
         self.isvc = env.name
         self.canary_args = None if canary_args is None else predictor_args(canary_args)
         self.ready_timeout_s = ready_timeout_s
         self._registry = registry
-        self._clock = clock
 
     @classmethod
     def open(cls, isvc: str, state_dir: Path | None = None, **kwargs: Any) -> LocalNginxBackend:
@@ -287,6 +285,15 @@ class LocalNginxBackend:
     def list_events(self) -> list[dict[str, Any]]:
         """Every decision recorded for this environment, oldest first."""
         return self.env.events()
+
+    # -- defaults ----------------------------------------------------------------------
+    def default_registry_url(self) -> str | None:
+        """The registry the environment was brought up from."""
+        return self.env.read().registry
+
+    def default_prometheus_url(self) -> str | None:
+        """The environment's own Prometheus."""
+        return self.env.read().prometheus_url
 
 
 def _detail(current: EnvState, loaded: Routes | None) -> dict[str, Any]:

@@ -17,7 +17,7 @@ import pytest
 from bench.loadgen import LoadgenError, LoadResult, run_open_loop, run_open_loop_async
 from bench.loadgen._cli import load_bodies, parse_duration
 from bench.loadgen._spec import LoadSpec, schedule
-from registry import PlatformError
+from common import PlatformError
 from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -265,7 +265,9 @@ def test_parse_duration() -> None:
     assert parse_duration("500ms") == 0.5
     assert parse_duration("2m") == 120.0
     assert parse_duration("1.5") == 1.5
-    with pytest.raises(LoadgenError, match="bad duration"):
+    assert parse_duration(".5s") == 0.5
+    assert parse_duration("0s") == 0.0  # LoadSpec refuses it, with its own message
+    with pytest.raises(LoadgenError, match=r"bad duration 'ten seconds': use e\.g\. 10s"):
         parse_duration("ten seconds")
 
 
@@ -299,6 +301,8 @@ def test_cli_prints_a_table_and_writes_json(base: str, tmp_path: Path) -> None:
     [
         (["--rate", "0"], "error: rate must be > 0, got 0.0"),
         (["--rate", "10", "--body", "not json"], "error: --body is not valid JSON"),
+        (["--rate", "10", "--duration", "soon"], "error: bad duration 'soon': use e.g. 10s"),
+        (["--rate", "10", "--duration", "0s"], "error: duration must be > 0 s, got 0.0"),
     ],
 )
 def test_cli_user_errors_are_one_line_and_exit_2(args: list[str], message: str) -> None:

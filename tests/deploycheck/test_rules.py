@@ -70,14 +70,14 @@ CASES = {
     "role-extra-verb.yaml": [
         (
             0,
-            "$.rules[0].verbs[5]",
+            "$.rules[0].verbs[4]",
             'verb "update" on inferenceservices.serving.kserve.io is granted but no call '
             "under ok/ uses it",
         ),
         (
             0,
             "$.rules",
-            'missing verb "list" on events, used by ok/kube_calls.py:18 (list_namespaced_event)',
+            'missing verb "list" on events, used by ok/kube_calls.py:17 (list_namespaced_event)',
         ),
     ],
 }

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from registry import PlatformError
+from common import PlatformError
 from rollout.analysis._results import AnalysisContext, AnalysisResult, MetricResult, Verdict
 
 Script = Verdict | PlatformError

@@ -107,9 +107,13 @@ def test_base_images_are_pinned_and_no_weights_are_copied() -> None:
         "pyproject.toml",
         "README.md",
         "constraints.txt",
+        "common/",
         "registry/",
         "predictor/",
         "rollout/",
+        "shadow/",
+        "devstack/",
+        "deploycheck/",
         "cli/",
     }
     assert set(sources) <= allowed

@@ -15,7 +15,7 @@ import yaml
 from prometheus_client import CollectorRegistry
 
 from predictor._metrics import PredictorMetrics
-from tests.support.manifests import ROOT, load_all, runtime_doc
+from tests.support.manifests import FIXTURES, ROOT, load_all, runtime_doc
 
 MONITORING = ROOT / "manifests" / "40-monitoring.yaml"
 PROMTOOL = shutil.which("promtool")
@@ -76,7 +76,7 @@ def rules_file(tmp_path: Path) -> Path:
     return path
 
 
-PROMTOOL_TESTS = Path(__file__).parent / "fixtures" / "promtool" / "tests.yaml"
+PROMTOOL_TESTS = FIXTURES / "promtool" / "tests.yaml"
 
 
 @needs_promtool

@@ -146,7 +146,7 @@ def _in_process_fast_path(tmp_path: Path) -> tuple[Any, Recorder, Any]:
     from predictor._config import ServerConfig
     from predictor._errors import PredictorError
     from predictor._fastpath import V1FastPath
-    from predictor._http import predictor_error_handler
+    from predictor._http import PredictorMiddleware, predictor_error_handler
     from predictor._model import BatchingModel
     from predictor.handlers._factory import create_handler
 
@@ -157,8 +157,11 @@ def _in_process_fast_path(tmp_path: Path) -> tuple[Any, Recorder, Any]:
     repository = ModelRepository()
     repository.update(model)
     recorder = Recorder()
-    app = V1FastPath(recorder, model=model, dataplane=DataPlane(model_registry=repository),
-                     exception_handlers={PredictorError: predictor_error_handler})
+    fast = V1FastPath(recorder, model=model, dataplane=DataPlane(model_registry=repository),
+                      exception_handlers={PredictorError: predictor_error_handler})
+    # As served: the edge in front reads the body once and hands it to the fast path.
+    app = PredictorMiddleware(fast, max_body_bytes=20000, body_timeout_s=5.0,
+                              metrics=model.metrics)
     return app, recorder, model
 
 

@@ -52,8 +52,8 @@ def self_signed(tmp_path: Path) -> tuple[Path, Path]:
 def test_the_tls_variables_move_the_default_port_to_8443(http_port: int, listens: int) -> None:
     # Constructing the server binds nothing; KServe reads the variables on import.
     code = ("from predictor._config import ServerConfig; "
-            "from predictor._server import _server_classes; "
-            f"s = _server_classes()[0](ServerConfig(model_name='m', http_port={http_port})); "
+            "from predictor._server import _server_class; "
+            f"s = _server_class()(ServerConfig(model_name='m', http_port={http_port})); "
             "print(s.http_port, s.ssl_certfile, s.ssl_keyfile)")
     env = {"KSERVE_TLS_CERT_FILE": "/certs/tls.crt", "KSERVE_TLS_KEY_FILE": "/certs/tls.key"}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

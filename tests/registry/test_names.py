@@ -105,6 +105,7 @@ def test_tasks() -> None:
 
 def test_public_api_is_sorted_and_importable() -> None:
     import registry
+    from common import PlatformError
 
     # isort-style, as ruff's RUF022 enforces: CONSTANTS, then Classes, then functions.
     def kind(name: str) -> tuple[int, str]:
@@ -112,4 +113,4 @@ def test_public_api_is_sorted_and_importable() -> None:
 
     assert registry.__all__ == sorted(registry.__all__, key=kind)
     assert all(getattr(registry, name) is not None for name in registry.__all__)
-    assert issubclass(registry.RegistryError, registry.PlatformError)
+    assert issubclass(registry.RegistryError, PlatformError)

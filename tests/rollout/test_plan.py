@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rollout import InvalidPlan, InvalidSteps, Plan, parse_duration_s, parse_steps
-from rollout._plan import format_duration_s
+from rollout import InvalidPlan, InvalidSteps, Plan, parse_steps
 
 
 @pytest.mark.parametrize(("text", "steps"), [
@@ -35,31 +34,11 @@ def test_bad_steps_say_what_is_wrong(text: str, says: str) -> None:
 
 
 def test_bad_steps_are_plan_and_platform_errors() -> None:
-    from registry import PlatformError
+    from common import PlatformError
 
     with pytest.raises(InvalidPlan):
         parse_steps("50,5")
     assert issubclass(InvalidSteps, PlatformError)
-
-
-@pytest.mark.parametrize(("text", "seconds"), [
-    ("60s", 60.0), ("2m", 120.0), ("1.5h", 5400.0), ("500ms", 0.5), ("90", 90.0), (" 3m ", 180.0),
-])
-def test_durations(text: str, seconds: float) -> None:
-    assert parse_duration_s(text) == pytest.approx(seconds)
-
-
-@pytest.mark.parametrize("text", ["", "fast", "5d", "0s", "-1m", "m"])
-def test_bad_durations(text: str) -> None:
-    with pytest.raises(InvalidPlan):
-        parse_duration_s(text)
-
-
-@pytest.mark.parametrize(("seconds", "text"), [(60.0, "1m"), (90.0, "1.5m"), (45.0, "45s"),
-                                               (3600.0, "1h"), (0.5, "0.5s")])
-def test_durations_render_back(seconds: float, text: str) -> None:
-    assert format_duration_s(seconds) == text
-    assert parse_duration_s(text) == pytest.approx(seconds)
 
 
 def test_plan_validates_itself() -> None:

@@ -26,6 +26,7 @@ from typing import Any
 from kubernetes import client
 
 from registry import Registry
+from rollout.backends import make_backend
 from rollout.backends._kserve._backend import KServeBackend
 from rollout.backends._kserve._kube import KubeClient
 from rollout.backends._kserve._state_store import StateStore
@@ -87,7 +88,10 @@ class World:
         return self.kube.get_isvc(NAMESPACE, name)
 
     def backend(self, name: str = ISVC) -> KServeBackend:
-        return KServeBackend(self.kube, NAMESPACE, name, clock=self.clock)
+        """The ``kserve`` backend of ``name``, built the one way there is (``make_backend``)."""
+        backend = make_backend("kserve", kube=self.kube, namespace=NAMESPACE, isvc=name)
+        assert isinstance(backend, KServeBackend)
+        return backend
 
     def uri(self, version: int) -> str:
         return self.registry.storage_uri(MODEL, version)

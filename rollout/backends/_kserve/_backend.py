@@ -21,7 +21,6 @@ the state alone: a spec write that is lost is redone by the next tick.
 from __future__ import annotations
 
 import secrets
-import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -62,14 +61,12 @@ class KServeBackend:
         namespace: str,
         isvc: str,
         *,
-        clock: Callable[[], float] = time.time,
         reporter: str = EVENT_COMPONENT,
     ) -> None:
         self.kube = kube
         self.namespace = namespace
         self.isvc = isvc
         self.store = StateStore(kube, namespace, isvc)
-        self._clock = clock
         self._reporter = reporter
         self._uid: str | None = None
 
@@ -235,6 +232,19 @@ class KServeBackend:
             "count": 1,
         }
         self.kube.create_event(self.namespace, body)
+
+    def list_events(self) -> list[dict[str, Any]]:
+        """The Kubernetes Events about the InferenceService (the API keeps them ~1 h)."""
+        return self.kube.list_events(self.namespace, self.isvc)
+
+    # -- defaults --------------------------------------------------------------
+    def default_registry_url(self) -> str | None:
+        """None: a cluster names no registry of its own (``--registry``, or the default)."""
+        return None
+
+    def default_prometheus_url(self) -> str | None:
+        """None: a cluster names no Prometheus of its own (``--prometheus-url``)."""
+        return None
 
 
 # -- shared ------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Every call to the Kubernetes API that ``rollout`` makes, in one place.
 
 Only namespaced calls, and only these (the RBAC Role in manifests/ grants
-exactly their verbs): InferenceServices get/list/patch, and create/delete for the
+exactly their verbs): InferenceServices get/patch, and create/delete for the
 shadow InferenceService of ``modelctl shadow``; Events create/list; ConfigMaps
 get/create/update (the rollout state, kept where KServe does not copy it onto
 revisions); Knative Revisions get (which model each runs); Deployments get and
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -33,14 +32,6 @@ KIND = "InferenceService"
 _SA_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class KubeTarget:
-    """Where the API is and which namespace commands default to."""
-
-    host: str
-    namespace: str
 
 
 class KubeClient:
@@ -80,8 +71,7 @@ class KubeClient:
         timeout_s: float = 15.0,
     ) -> KubeClient:
         """A client from ``kubeconfig`` (or $KUBECONFIG, ~/.kube/config, or in-cluster)."""
-        from kubernetes import config
-
+        config = _config_loader()
         path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
         paths = [p for p in path.split(os.pathsep) if p]
         if not any(Path(p).expanduser().is_file() for p in paths):
@@ -101,8 +91,9 @@ class KubeClient:
 
     @classmethod
     def _in_cluster(cls, timeout_s: float) -> KubeClient:
-        from kubernetes import client, config
+        from kubernetes import client
 
+        config = _config_loader()
         configuration = client.Configuration()
         try:
             config.load_incluster_config(client_configuration=configuration)
@@ -118,13 +109,6 @@ class KubeClient:
         what = f"InferenceService {namespace}/{name}"
         return _as_object(what, self._call(what, lambda: self._custom.get_namespaced_custom_object(
             GROUP, VERSION, namespace, PLURAL, name, _request_timeout=self.timeout_s)))
-
-    def list_isvcs(self, namespace: str) -> list[dict[str, Any]]:
-        what = f"InferenceServices in {namespace}"
-        result = _as_object(what, self._call(what, lambda: (
-            self._custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, PLURAL, _request_timeout=self.timeout_s))))
-        return list(result.get("items") or [])
 
     def patch_isvc(self, namespace: str, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
         """JSON merge patch; include metadata.resourceVersion to make it conditional."""
@@ -260,10 +244,15 @@ def _status_message(body: Any) -> str:
     return _first_line(str(data.get("message", "")))[:200] if isinstance(data, dict) else ""
 
 
-def _context_namespace(path: str, context: str | None) -> str:
+def _config_loader() -> Any:
+    """The official client's kubeconfig loader (``kubernetes.config``), which is untyped."""
     from kubernetes import config
 
-    contexts, active = config.list_kube_config_contexts(config_file=path)
+    return config
+
+
+def _context_namespace(path: str, context: str | None) -> str:
+    contexts, active = _config_loader().list_kube_config_contexts(config_file=path)
     chosen = active
     if context is not None:
         chosen = next((c for c in contexts if c.get("name") == context), active)

@@ -16,7 +16,7 @@ from rollout._errors import (
 )
 from rollout.analysis._analysis import Analysis, SamplesKind, load_analysis, parse_analysis
 from rollout.analysis._judge import StatTest
-from rollout.analysis._promql import check_template, duration, render
+from rollout.analysis._promql import check_template, render
 from rollout.analysis._results import AnalysisContext, Verdict
 from tests.fakes.metrics import FakeMetricSource
 
@@ -169,11 +169,6 @@ def test_invalid_files(text: str, message: str) -> None:
 
 
 # --- templates ------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(("seconds", "text"), [(60, "60s"), (1.5, "1500ms"), (0.0001, "1ms")])
-def test_durations(seconds: float, text: str) -> None:
-    assert duration(seconds) == text
 
 
 def test_label_matchers_and_regex_repetitions_are_not_placeholders() -> None:

@@ -28,7 +28,7 @@ def embed(start_predictor: Callable[..., RunningPredictor]) -> RunningPredictor:
 def reference(embed: RunningPredictor) -> Callable[[str], np.ndarray]:
     """Unbatched embeddings computed in this process from the same artifact."""
     from predictor import create_handler
-    from predictor.handlers._base import RequestOptions
+    from predictor.handlers import RequestOptions
 
     handler = create_handler("feature-extraction", Path(embed.model_dir))
     handler.load()

@@ -232,7 +232,7 @@ def test_kubernetes_api_faults_are_retried_with_backoff_and_state_stays_consiste
 def drive_through_faults(world: World, clock: FakeClock, rng: random.Random,
                          tally: Counter[str]) -> tuple[str, list[float]]:
     kube = KubeClient.from_host(world.api.host, namespace=NAMESPACE, timeout_s=CLIENT_TIMEOUT_S)
-    backend = KServeBackend(kube, NAMESPACE, ISVC, clock=clock)
+    backend = KServeBackend(kube, NAMESPACE, ISVC)
     start_rollout(backend, world.registry, model=MODEL, ref="2", plan=PLAN, clock=clock)
     verdicts = [rng.choice([Verdict.PASS, Verdict.PASS, Verdict.FAIL, Verdict.INCONCLUSIVE])
                 for _ in range(8)]

@@ -1,0 +1,23 @@
+"""Small definitions every package shares, with no import of ours: a leaf of the house.
+
+Today: durations as people write them on the command line (``90s``, ``500ms``,
+``1.5h``), parsed and rendered back, and as Prometheus writes them (``5s``,
+``1500ms``). And the root of the error tree, ``PlatformError``, which every package's errors
+subclass (``InvalidDuration`` is one, and also a ``ValueError``).
+"""
+
+from common._durations import (
+    InvalidDuration,
+    format_duration_s,
+    format_promql_duration,
+    parse_duration_s,
+)
+from common._errors import PlatformError
+
+__all__ = [
+    "InvalidDuration",
+    "PlatformError",
+    "format_duration_s",
+    "format_promql_duration",
+    "parse_duration_s",
+]

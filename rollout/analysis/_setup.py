@@ -1,0 +1,43 @@
+"""The one place an analysis is chosen, built over Prometheus and checked before it is used.
+
+Every command that analyses (``rollout start`` with ``--prometheus-url``,
+``analyze``, ``run``) goes through here, so each picks its spec the same way and
+fails the same way, before anything is written: a bad file or stored spec is an
+``AnalysisSpecError``, no Prometheus a ``RolloutError``, a query Prometheus rejects an
+``AnalysisSpecError`` naming the metric, a Prometheus that cannot answer a
+``MetricSourceError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rollout._errors import RolloutError
+from rollout.analysis._analysis import Analysis, AnalysisSpec, load_analysis, parse_analysis
+from rollout.analysis._prometheus import PrometheusSource
+from rollout.analysis._results import AnalysisContext
+
+NO_PROMETHEUS = ("no Prometheus to analyse with: pass --prometheus-url or set "
+                 "MODELCTL_PROMETHEUS_URL")
+
+
+def analysis_spec(path: str | Path | None = None, *, stored: str | None = None,
+                  stored_source: str = "the stored analysis") -> AnalysisSpec:
+    """The spec in the file at ``path``, else the YAML ``stored`` with a rollout (named
+    ``stored_source`` in errors), else the shipped defaults."""
+    if path is not None:
+        return load_analysis(path)
+    if stored is not None:
+        return parse_analysis(stored, source=stored_source)
+    return load_analysis(None)
+
+
+def prepare_analysis(spec: AnalysisSpec, prometheus_url: str | None,
+                     ctx: AnalysisContext) -> Analysis:
+    """``spec`` over the Prometheus at ``prometheus_url``, every query asked once for
+    ``ctx`` (``Analysis.validate``) so that a wrong one fails now, not at a step."""
+    if not prometheus_url:
+        raise RolloutError(NO_PROMETHEUS)
+    analysis = Analysis(spec, PrometheusSource(prometheus_url))
+    analysis.validate(ctx)
+    return analysis
