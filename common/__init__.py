@@ -2,7 +2,8 @@
 
 Today: durations as people write them on the command line (``90s``, ``500ms``,
 ``1.5h``), parsed and rendered back, and as Prometheus writes them (``5s``,
-``1500ms``). And the root of the error tree, ``PlatformError``, which every package's errors
+``1500ms``). And ``lazy_exports``, the ``__getattr__`` of a package whose heavy names load on
+first use. And the root of the error tree, ``PlatformError``, which every package's errors
 subclass (``InvalidDuration`` is one, and also a ``ValueError``).
 """
 
@@ -13,11 +14,13 @@ from common._durations import (
     parse_duration_s,
 )
 from common._errors import PlatformError
+from common._lazy import lazy_exports
 
 __all__ = [
     "InvalidDuration",
     "PlatformError",
     "format_duration_s",
     "format_promql_duration",
+    "lazy_exports",
     "parse_duration_s",
 ]

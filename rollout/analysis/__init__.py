@@ -9,8 +9,9 @@ that stops the step loop. ``analysis_spec`` and ``prepare_analysis`` are the one
 the commands choose a spec and build and check an analysis over Prometheus.
 """
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from common import lazy_exports as _lazy_exports
 from rollout.analysis._results import (
     AnalysisContext,
     AnalysisResult,
@@ -38,15 +39,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'rollout.analysis' has no attribute {name!r}")
-    import importlib
-
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = _lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

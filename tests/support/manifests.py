@@ -1,5 +1,10 @@
 """Shared fixtures: one checker per session (the upstream CRDs parse once) and every
-kustomize overlay rendered once with real kustomize."""
+kustomize overlay rendered once with real kustomize.
+
+Nothing here stands in for an external system: the renders come from the real
+kustomize (`kubectl kustomize`), the schemas from the upstream CRDs in ../shared/crds,
+and the checks from `deploycheck` (whose webhook port cites KServe's source).
+"""
 
 from __future__ import annotations
 
