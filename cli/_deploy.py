@@ -135,7 +135,10 @@ def render(
         resolved.append(reg.storage_uri(model_name, model_ref, pvc=pvc))
         return resolved[-1]
 
-    docs = render_overlay(request, directory, kubectl, resolve)
+    def version(model_name: str, model_ref: str) -> str:
+        return str(reg.resolve(model_name, model_ref))
+
+    docs = render_overlay(request, directory, kubectl, resolve, version)
     if any(uri.startswith("file://") for uri in resolved):
         sys.stderr.write(
             "warning: storageUri is a file:// path, which pods cannot read: use an s3:// "

@@ -8,7 +8,14 @@ them at placeholders ``modelctl-registry://MODEL@REF``. Rendering
   ``REF`` the ref asked for, anything else is taken literally (``MODEL@stable`` is the
   model's ``stable`` alias);
 - moves namespaced objects to ``--namespace`` when given;
-- rewrites ``isvc="..."`` and ``namespace="..."`` in KEDA Prometheus queries to match.
+- rewrites ``isvc="..."`` and ``namespace="..."`` in KEDA Prometheus queries to match;
+- makes the objects labelled ``app.kubernetes.io/instance: model`` (the queue
+  overlay's worker, Redis, ScaledObject, ...) the rendered model's: they are renamed
+  like the InferenceService, and in them every ``model`` token (a label value,
+  ``--model_name=model``, ``redis://model-queue-redis``), ``.NAMESPACE.svc`` host,
+  ``VERSION`` token (the version number REF names) and storage placeholder (an
+  initContainer's args) is rewritten; the InferenceServices' references to their
+  names follow.
 """
 
 from __future__ import annotations
@@ -29,6 +36,10 @@ MODEL_TOKEN, REF_TOKEN = "MODEL", "REF"
 _ISVC_NAME = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _NAMESPACE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _SELECTOR = re.compile(r'\b(isvc|namespace)(\s*=\s*)"([^"]*)"')
+
+INSTANCE_LABEL = "app.kubernetes.io/instance"
+VERSION_TOKEN = "VERSION"
+_BEFORE, _AFTER = r"(?<![A-Za-z0-9_.-])", r"(?![A-Za-z0-9_])"
 
 Resolver = Callable[[str, str], str]
 
@@ -77,24 +88,112 @@ def overlay_dir(overlay: str, kustomize_root: Path) -> Path:
 
 
 def render(
-    request: RenderRequest, directory: Path, kubectl: str, resolve: Resolver
+    request: RenderRequest,
+    directory: Path,
+    kubectl: str,
+    resolve: Resolver,
+    version: Resolver | None = None,
 ) -> list[dict[str, Any]]:
     """The overlay's objects, concrete for ``request``; ``resolve(model, ref)`` gives a
-    storageUri (the registry's ``storage_uri``)."""
+    storageUri (the registry's ``storage_uri``), ``version(model, ref)`` the version
+    number a ref names (needed only where a per-model object says ``VERSION``)."""
     text = _kustomize.build(directory, kubectl)
     try:
         docs = [doc for _, doc in load_documents(text) if isinstance(doc, dict)]
     except YamlDocumentError as exc:
         raise DeployError(f"kustomize output for {directory} is not YAML: {exc}") from exc
     renames = _rename(docs, request)
+    per_model = [id(doc) for doc in docs if _is_owned(doc)]
+    owned = _rename_owned(docs, request)
     for doc in docs:
         meta = doc.setdefault("metadata", {})
+        old_namespace = meta.get("namespace")
         if request.namespace is not None and "namespace" in meta:
             meta["namespace"] = request.namespace
         if doc.get("kind") == "InferenceService":
             _resolve_storage(doc, request, resolve)
             _rewrite_queries(doc, renames, meta.get("namespace"))
+            _rewrite_strings(doc, _names_fixer(owned))
+        elif id(doc) in per_model:
+            fix = _owned_fixer(request, old_namespace, resolve, version)
+            for key in ("spec", "data", "stringData"):
+                if key in doc:
+                    doc[key] = _rewrite_strings(doc[key], fix)
     return docs
+
+
+def _is_owned(doc: dict[str, Any]) -> bool:
+    labels = (doc.get("metadata") or {}).get("labels") or {}
+    return doc.get("kind") != "InferenceService" and labels.get(INSTANCE_LABEL) == BASE_NAME
+
+
+def _rename_owned(docs: Sequence[dict[str, Any]], request: RenderRequest) -> dict[str, str]:
+    """Rename the per-model objects (and their instance label) like the InferenceService."""
+    renames: dict[str, str] = {}
+    for doc in docs:
+        if not _is_owned(doc):
+            continue
+        meta = doc["metadata"]
+        meta["labels"][INSTANCE_LABEL] = request.isvc_name
+        old = str(meta.get("name", ""))
+        if old == BASE_NAME or old.startswith(BASE_NAME + "-"):
+            renames[old] = meta["name"] = request.isvc_name + old[len(BASE_NAME) :]
+            if len(renames[old]) > 253:
+                raise DeployError(f"name {renames[old]!r} is too long: pass --name")
+    return renames
+
+
+def _names_fixer(renames: dict[str, str]) -> Callable[[str], str]:
+    patterns = [
+        (re.compile(_BEFORE + re.escape(old) + r"(?![A-Za-z0-9_-])"), new)
+        for old, new in sorted(renames.items(), key=lambda item: -len(item[0]))
+    ]
+
+    def fix(text: str) -> str:
+        for pattern, new in patterns:
+            text = pattern.sub(new, text)
+        return text
+
+    return fix
+
+
+def _owned_fixer(
+    request: RenderRequest,
+    old_namespace: Any,
+    resolve: Resolver,
+    version: Resolver | None,
+) -> Callable[[str], str]:
+    token = re.compile(_BEFORE + BASE_NAME + _AFTER)
+    version_token = re.compile(r"(?<![A-Za-z0-9_])" + VERSION_TOKEN + _AFTER)
+    host = re.compile(r"\." + re.escape(str(old_namespace)) + r"\.svc\b")
+
+    def fix(text: str) -> str:
+        match = PLACEHOLDER.match(text)
+        if match is not None:
+            model = request.model if match["model"] == MODEL_TOKEN else match["model"]
+            ref = request.ref if match["ref"] == REF_TOKEN else match["ref"]
+            return resolve(model, ref)
+        if version_token.search(text):
+            if version is None:
+                raise DeployError(f"{text!r} needs the version number, and none was given")
+            text = version_token.sub(version(request.model, request.ref), text)
+        if request.namespace is not None and old_namespace is not None:
+            text = host.sub(f".{request.namespace}.svc", text)
+        return token.sub(request.isvc_name, text)
+
+    return fix
+
+
+def _rewrite_strings(node: Any, fix: Callable[[str], str]) -> Any:
+    """``node`` with ``fix`` applied to every string value (keys are left alone)."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            node[key] = _rewrite_strings(value, fix)
+        return node
+    if isinstance(node, list):
+        node[:] = [_rewrite_strings(item, fix) for item in node]
+        return node
+    return fix(node) if isinstance(node, str) else node
 
 
 def _rename(docs: Sequence[dict[str, Any]], request: RenderRequest) -> dict[str, str]:

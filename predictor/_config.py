@@ -11,6 +11,7 @@ from typing import Any
 ROLES = ("stable", "canary", "shadow")
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+QUEUE_ROLES = ("frontend", "worker")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,11 @@ class ServerConfig:
     capture_inputs: bool = False
     capture_flush_s: float = 30.0
     capture_max_file_mb: float = 64.0
+    queue_url: str = ""
+    queue_role: str = ""
+    queue_max_deliveries: int = 3
+    queue_claim_timeout_ms: int = 5000
+    queue_result_ttl_s: int = 60
 
     def __post_init__(self) -> None:
         problems = []
@@ -81,6 +87,7 @@ class ServerConfig:
         if self.max_queue_size < self.max_batch_size:
             problems.append("--max_queue_size must be >= --max_batch_size")
         problems.extend(tap_problems(self))
+        problems.extend(queue_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -124,7 +131,42 @@ _HELP: dict[str, str] = {
     "capture_inputs": "Also record each request's input (not only its sha256).",
     "capture_flush_s": "Seconds between capture files (records become readable then).",
     "capture_max_file_mb": "Largest capture file, in MiB of uncompressed records.",
+    "queue_url": "Queue-decoupled serving (docs/QUEUE.md): redis://[user:password@]host:port/db "
+    "(or rediss://). The password may come from MODELCTL_QUEUE_PASSWORD instead. Empty: "
+    "in-process batching.",
+    "queue_role": "With --queue_url: frontend (validate and enqueue, load no weights) or worker "
+    "(load the model, run batches from the queue; health and /metrics only).",
+    "queue_max_deliveries": "Deliveries of one request to workers before it is dead-lettered "
+    "(answered 500).",
+    "queue_claim_timeout_ms": "A pending request idle this long (its worker presumably dead) is "
+    "claimed by another worker; must be below --request_timeout_ms.",
+    "queue_result_ttl_s": "Seconds a result stays readable in Redis (the fallback when a "
+    "notification is missed).",
 }
+
+
+def queue_problems(config: ServerConfig) -> list[str]:
+    """What is wrong with the queue flags (empty: nothing). The URL is never echoed."""
+    from urllib.parse import urlsplit
+
+    problems = []
+    if config.queue_url:
+        parts = urlsplit(config.queue_url)
+        if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+            problems.append("--queue_url must be redis://[user:password@]host:port/db")
+        if config.queue_role not in QUEUE_ROLES:
+            problems.append(f"--queue_role must be one of {', '.join(QUEUE_ROLES)} with "
+                            "--queue_url")
+    elif config.queue_role:
+        problems.append("--queue_role needs --queue_url")
+    if config.queue_max_deliveries < 1:
+        problems.append(f"--queue_max_deliveries must be >= 1, got {config.queue_max_deliveries}")
+    if config.queue_claim_timeout_ms <= 0 or (
+            config.queue_url and config.queue_claim_timeout_ms >= config.request_timeout_ms):
+        problems.append("--queue_claim_timeout_ms must be > 0 and below --request_timeout_ms")
+    if config.queue_result_ttl_s < 1:
+        problems.append(f"--queue_result_ttl_s must be >= 1, got {config.queue_result_ttl_s}")
+    return problems
 
 
 def tap_problems(config: ServerConfig) -> list[str]:

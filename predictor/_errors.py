@@ -5,12 +5,16 @@
         ├── Overloaded                 refused at once: 429 + Retry-After (draining: 503)
         ├── DeadlineExpired            dropped in the queue before it ran: 429 + Retry-After
         ├── ItemFailed                 one of the request's items raised: 400 or 500
+        │   └── RemoteItemFailed       the same, raised on a queue worker (queue mode)
         ├── BadInput                   the request itself is malformed: 400
         │   ├── BodyTooLarge           the body is over --max_body_bytes: 413
         │   └── BodyTooSlow            the body did not arrive within the timeout: 408
         ├── RepositoryRefused          a model repository load or unload: 403 (gRPC
         │                              PERMISSION_DENIED); the model keeps serving
         ├── InjectedFailure            --inject_error_rate: 500
+        ├── QueueUnavailable           queue mode: Redis cannot be reached: 503 + Retry-After
+        ├── DeadLettered               queue mode: the request's entry was moved to the
+        │                              dead-letter stream after too many deliveries: 500
         ├── ArtifactError              at start: the model directory cannot be served
         ├── CaptureSetupError          at start: the capture directory cannot be created
         └── TLSMisconfigured           at start: a TLS certificate without its key, or
@@ -88,6 +92,16 @@ class ItemFailed(PredictorError):
         self.is_input_error = is_input_error
 
 
+class RemoteItemFailed(ItemFailed):
+    """An item failed on a queue worker; the worker's message travels as it was worded."""
+
+    def __init__(self, item_index: int, message: str, *, is_input_error: bool) -> None:
+        PredictorError.__init__(self, message)
+        self.item_index = item_index
+        self.cause = RuntimeError(message)
+        self.is_input_error = is_input_error
+
+
 class BadInput(PredictorError):
     """The request is malformed (no items, wrong types, too large, ...)."""
 
@@ -120,6 +134,20 @@ class InjectedFailure(PredictorError):
     """A failure injected on purpose (--inject_error_rate): answered 500."""
 
 
+class QueueUnavailable(PredictorError):
+    """Queue mode: Redis did not answer; the request was not (known to be) enqueued."""
+
+    def __init__(self, message: str, retry_after_s: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class DeadLettered(PredictorError):
+    """Queue mode: the request was delivered to workers more than --queue_max_deliveries
+    times without an answer (each worker stopped while running it) and was moved to the
+    dead-letter stream: 500."""
+
+
 class ArtifactError(PredictorError):
     """The model directory cannot be served (no manifest, bad checksums, bad weights)."""
 
@@ -148,6 +176,8 @@ def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
         if exc.reason == "draining":
             return 503, {}
         return 429, _retry_after(exc.retry_after_s)
+    if isinstance(exc, QueueUnavailable):
+        return 503, _retry_after(exc.retry_after_s)
     if isinstance(exc, DeadlineExpired):
         # Dropped in the queue by overload: a refusal like the 429 at the door, not a
         # server error (the rollout's error rate must not count shed load).

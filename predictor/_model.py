@@ -112,15 +112,20 @@ class BatchingModel(kserve.Model):
                 self._batcher_lock = asyncio.Lock()
             async with self._batcher_lock:
                 if self._batcher is None:
-                    batcher: Batcher[Any, Any] = Batcher(
-                        self._run_batch, self.batch_config, on_batch=self._on_batch
-                    )
-                    if self._warmup is not None:
-                        # Admission starts from a measured batch latency, not a prior.
-                        batcher.policy.latency_model.observe(*self._warmup)
+                    batcher = self.make_batcher()
                     await batcher.start()
                     self._batcher = batcher
         return self._batcher
+
+    def make_batcher(self, executor: Any = None) -> Batcher[Any, Any]:
+        """A new, unstarted batcher over this model (``executor``: its device thread)."""
+        batcher: Batcher[Any, Any] = Batcher(
+            self.run_batch, self.batch_config, on_batch=self._on_batch, executor=executor
+        )
+        if self._warmup is not None:
+            # Admission starts from a measured batch latency, not a prior.
+            batcher.policy.latency_model.observe(*self._warmup)
+        return batcher
 
     async def drain(self) -> None:
         """Stop admitting, let queued and running items finish (SIGTERM)."""
@@ -129,7 +134,8 @@ class BatchingModel(kserve.Model):
         await batcher.drain(self.config.drain_timeout_s)
 
     # -- the device thread -------------------------------------------------------------------
-    def _run_batch(self, batch: list[Any]) -> list[Any]:
+    def run_batch(self, batch: list[Any]) -> list[Any]:
+        """Run one batch of prepared items (on the device thread)."""
         results = self.handler.run(batch)
         if self.config.inject_latency_ms > 0:
             time.sleep(self.config.inject_latency_ms / 1000.0)

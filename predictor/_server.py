@@ -55,7 +55,9 @@ def check_tls() -> None:
             "KSERVE_TLS_KEY_FILE (HTTPS, on 8443 when --http_port is 8080) or neither")
 
 
-def build_model(config: ServerConfig, artifact: Artifact) -> BatchingModel:
+def build_model(config: ServerConfig, artifact: Artifact, *,
+                frontend: bool = False) -> BatchingModel:
+    """The model, loaded and warm; a queue frontend's handler is built but never loaded."""
     if config.torch_threads:
         import torch
 
@@ -68,7 +70,13 @@ def build_model(config: ServerConfig, artifact: Artifact) -> BatchingModel:
         max_input_chars=config.max_input_chars,
         max_batch_tokens=config.max_batch_tokens,
     )
-    model = BatchingModel(config, handler, artifact.version)
+    model: BatchingModel
+    if frontend:
+        from predictor.queue._frontend import QueueFrontend
+
+        model = QueueFrontend(config, handler, artifact.version)
+    else:
+        model = BatchingModel(config, handler, artifact.version)
     model.load()
     return model
 
@@ -280,7 +288,14 @@ def serve(config: ServerConfig) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     try:
-        model = build_model(config, artifact)
+        if config.queue_role == "worker":  # queue mode (docs/QUEUE.md): no predict endpoint
+            from predictor.queue._serve import serve_worker
+
+            return serve_worker(config, build_model(config, artifact))
+        if config.queue_role == "frontend":  # validates and enqueues; loads no weights
+            model = build_model(config, artifact, frontend=True)
+        else:
+            model = build_model(config, artifact)
         _server_class()(config).start([model])
     except PlatformError as exc:
         sys.stderr.write(f"error: {exc}\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up. `scripts/setup.sh python` makes the virtualenv and installs the
 # project; `scripts/setup.sh system` installs the Debian packages the tests start
-# (nginx, prometheus) when they are missing; `scripts/setup.sh all` does both.
+# (nginx, prometheus, redis-server) when they are missing; `scripts/setup.sh all` does both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -12,6 +12,7 @@ setup_system() {
   local missing=()
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
   command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
+  command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -19,7 +20,7 @@ setup_system() {
     # The packages' own services are not wanted: tests start their own on loopback.
     apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
     # Debian starts them where it can; stop those so that nothing holds ports we use.
-    for svc in nginx prometheus; do
+    for svc in nginx prometheus redis-server; do
       (service "$svc" stop >/dev/null 2>&1 || true)
     done
   fi

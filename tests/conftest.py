@@ -16,4 +16,5 @@ pytest_plugins = [
     "tests.support.fleet",
     "tests.support.manifests",
     "tests.support.predictor",
+    "tests.support.redis",
 ]

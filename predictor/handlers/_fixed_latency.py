@@ -5,10 +5,15 @@ It is the ``batched_sample`` model of the seed design: whatever the batch size
 lets the batcher be measured apart from model compute, and its test hooks
 (``poison`` items, ``oom_above``) let tests exercise bisection and OOM splitting
 against a real process. Options come from the artifact's ``task.json``.
+
+Test only: with ``"allow_exit_items": true`` in ``task.json`` (never in a real artifact),
+an item ``{"exit_process": true}`` ends the process that runs it at once (``os._exit``),
+as a segfaulting or OOM-killed model would: the queue tests' poison input.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +29,8 @@ from predictor.handlers._base import (
 
 # An echoed instance goes back through orjson, which refuses to encode past 254 levels.
 MAX_NESTING = 64
-_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix"}
+_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix",
+                  "allow_exit_items"}
 
 
 class PoisonItemError(ValueError):
@@ -50,6 +56,7 @@ class FixedLatencyHandler:
         self.max_input_chars = max_input_chars
         # A version whose outputs differ from the echo (shadow-evaluation tests).
         self.output_prefix = str(options.get("output_prefix", ""))
+        self.allow_exit_items = options.get("allow_exit_items") is True
         if self.latency_s < 0 or (self.max_batch_size or 0) < 1:
             raise BadInput("fixed-latency needs latency_ms >= 0 and max_batch_size >= 1")
 
@@ -86,6 +93,9 @@ class FixedLatencyHandler:
             import torch
 
             raise torch.cuda.OutOfMemoryError(f"simulated OOM for a batch of {size}")
+        if self.allow_exit_items and any(
+                isinstance(item, dict) and item.get("exit_process") is True for item in batch):
+            os._exit(70)  # test only: the process dies holding its batch
         if any(isinstance(item, dict) and item.get("poison") is True for item in batch):
             raise PoisonItemError("poison item in batch")
         time.sleep(self.latency_s)

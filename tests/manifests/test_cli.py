@@ -207,3 +207,16 @@ def test_render_refuses_to_print_what_would_not_validate(
     assert done.stderr.endswith(
         "error: the rendered manifests have 1 problem(s); nothing printed\n"
     )
+
+
+def test_render_queue_writes_the_version_into_the_stream(
+    registry_with_two_versions: tuple[str, Registry],
+) -> None:
+    url, registry = registry_with_two_versions
+    done = modelctl("deploy", "render", "demo-embed@stable", "-o", "queue", "--registry", url)
+    assert done.returncode == 0, done.stderr
+    docs = {d["kind"]: d for d in load_all(done.stdout)}
+    for trigger in docs["ScaledObject"]["spec"]["triggers"]:
+        assert trigger["metadata"]["stream"] == "modelctl:{demo-embed:1}:requests"
+    init = docs["Deployment"]["spec"]["template"]["spec"]["initContainers"][0]
+    assert init["args"] == [registry.storage_uri("demo-embed", "stable"), "/mnt/models"]
