@@ -198,6 +198,16 @@ class BatchingModel(kserve.Model):
                     time.monotonic() - started
                 )
 
+    async def prepare(self, instances: list[Any], options: RequestOptions) -> list[Any]:
+        """Parse and prepare one request's items, as the batcher takes them."""
+        items = [self.handler.parse(x, options) for x in instances]
+        if self.handler.prepare_is_cheap(items):
+            return self.handler.prepare(items)
+        # Tokenisation of long texts runs on its own pool: never stalling the event
+        # loop, never behind the forward pass on the device thread.
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._prepare_pool, self.handler.prepare, items)
+
     def _decode(self, payload: Any) -> DecodedRequest:
         if isinstance(payload, InferRequest):
             return decode_v2(payload, self.handler, self.config.max_instances)
@@ -207,15 +217,7 @@ class BatchingModel(kserve.Model):
                      started: float) -> list[Any]:
         timeout_ms = request_timeout_ms(headers, self.config.request_timeout_ms)
         deadline = started + timeout_ms / 1000.0
-        items = [self.handler.parse(x, request.options) for x in request.instances]
-        if self.handler.prepare_is_cheap(items):
-            prepared = self.handler.prepare(items)
-        else:
-            # Tokenisation of long texts runs on its own pool: never stalling the event
-            # loop, never behind the forward pass on the device thread.
-            loop = asyncio.get_running_loop()
-            prepared = await loop.run_in_executor(self._prepare_pool, self.handler.prepare,
-                                                  items)
+        prepared = await self.prepare(request.instances, request.options)
         batcher = await self.batcher()
         self._queue_depth.set(batcher.queue_depth)
         try:

@@ -175,9 +175,8 @@ class QueueWorker:
         await self._answer(entry_id, entry.request_id, entry.reply_to, record)
 
     async def _run(self, entry: Entry, alone: bool) -> list[Any]:
-        handler = self.model.handler
-        options = RequestOptions(entry.options)
-        prepared = handler.prepare([handler.parse(x, options) for x in entry.instances])
+        prepared = await self.model.prepare(list(entry.instances),
+                                            RequestOptions(entry.options))
         if not alone:
             deadline = time.monotonic() + (entry.deadline_ms - time.time() * 1000.0) / 1000.0
             return await self._batcher.submit(prepared, deadline, timeout_ms=entry.timeout_ms)
