@@ -106,6 +106,20 @@ def test_triggers_read_the_contracts_stream_for_the_rendered_version(
     assert len(lag) == 1 and int(lag[0]["lagCount"]) == 2 * flags["max_batch_size"]
 
 
+def canary_worker_pods(queue: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The labels of a canary version's worker pods, as ``modelctl rollout`` makes them."""
+    from rollout import Plan, RolloutState
+    from rollout.backends._kserve import _queue
+
+    isvc = queue["InferenceService"]["metadata"]["name"]
+    state = RolloutState(namespace="ns", isvc=isvc, model=MODEL, stable_version=3,
+                         stable_uri="s3://models/3", canary_version=4,
+                         canary_uri="s3://models/4", plan=Plan(steps_pct=(10,)))
+    body = _queue.canary_deployment(queue["Deployment"], f"{isvc}-queue-worker-canary", state)
+    labels: dict[str, str] = body["spec"]["template"]["metadata"]["labels"]
+    return labels
+
+
 def test_the_network_policy_admits_exactly_frontends_workers_and_keda(
     queue: dict[str, dict[str, Any]],
 ) -> None:
@@ -125,7 +139,8 @@ def test_the_network_policy_admits_exactly_frontends_workers_and_keda(
         return any(matches(s, labels) for s in same_namespace)
 
     assert admitted(frontend_pod_labels(queue)) and admitted(worker_pods)
-    assert len(same_namespace) == 2
+    assert admitted(canary_worker_pods(queue))
+    assert len(same_namespace) == 3
     assert not admitted(redis_pods)
     assert not admitted({"serving.kserve.io/inferenceservice": "another-model"})
     assert not admitted({"app.kubernetes.io/component": "queue-worker",

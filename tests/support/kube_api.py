@@ -73,10 +73,11 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "serving.knative.dev/v1/routes": ("Route", True),
     "serving.knative.dev/v1/revisions": ("Revision", True),
     "coordination.k8s.io/v1/leases": ("Lease", True),
+    "keda.sh/v1alpha1/scaledobjects": ("ScaledObject", True),
     "apiextensions.k8s.io/v1/customresourcedefinitions": ("CustomResourceDefinition", False),
 }
 CUSTOM_GROUPS = frozenset({"serving.kserve.io", "serving.knative.dev",
-                           "gateway.networking.k8s.io"})
+                           "gateway.networking.k8s.io", "keda.sh"})
 NO_STATUS = frozenset({"v1/events", "v1/configmaps", "coordination.k8s.io/v1/leases"})
 
 

@@ -11,6 +11,9 @@ never from ``status.observedGeneration``, which KServe copies from the Knative
 Service or the first Deployment and which therefore does not follow the
 InferenceService's generation.
 
+In queue mode (an ``<isvc>-queue-worker`` Deployment exists) the canary version also
+gets its own workers (``_queue``): readiness, promotion and rollback wait for them too.
+
 The rollout state lives in a ConfigMap (``_kserve_state``), not on the
 InferenceService, whose annotations KServe copies onto revisions and pods. A
 write stores the state first (conditional on the ConfigMap's resourceVersion: the
@@ -29,6 +32,7 @@ from rollout._errors import Conflict, NotFound, RolloutError, UnsupportedTarget
 from rollout._state import MODEL_ANNOTATION, VERSION_ANNOTATION, Decision, Phase, RolloutState
 from rollout.backends._interface import Change, Deploy, Observation, SaveState, Served
 from rollout.backends._kserve import _knative as knative
+from rollout.backends._kserve import _queue as queue
 from rollout.backends._kserve import _standard as standard
 from rollout.backends._kserve._kube import GROUP, KIND, VERSION, KubeClient
 from rollout.backends._kserve._state_store import StateStore, StoredState
@@ -81,7 +85,22 @@ class KServeBackend:
         return self.view(obj, stored, self._related(obj, stored.state))
 
     def _related(self, obj: Mapping[str, Any], state: RolloutState | None) -> dict[str, Any]:
-        """What KServe's status alone does not say: revisions' URIs, Deployments, the route."""
+        """What KServe's status alone does not say: revisions' URIs, Deployments, the
+        route, and in queue mode the workers."""
+        return {**self._mode_related(obj, state), "workers": self._workers()}
+
+    def _workers(self) -> queue.Workers:
+        stable, canary = queue.names(self.isvc)
+        deployment = self._get_or_none(self.kube.get_deployment, stable)
+        if deployment is None:
+            return queue.Workers()
+        return queue.Workers(
+            stable=deployment,
+            stable_scaler=self._get_or_none(self.kube.get_scaledobject, stable),
+            canary=self._get_or_none(self.kube.get_deployment, canary),
+            canary_scaler=self._get_or_none(self.kube.get_scaledobject, canary))
+
+    def _mode_related(self, obj: Mapping[str, Any], state: RolloutState | None) -> dict[str, Any]:
         mode = deployment_mode(obj)
         if mode == KNATIVE:
             uris: dict[str, str | None] = {}
@@ -125,6 +144,12 @@ class KServeBackend:
         else:
             seen = knative.ModeView(restored=state is None)
             blockers = []
+        workers = related.get("workers") or queue.Workers()
+        ready, promoted, restored = seen.ready, seen.promoted, seen.restored
+        if state is not None:
+            ready = ready and queue.canary_ready(workers, state)
+            promoted = promoted and queue.promoted(workers, state)
+            restored = restored and queue.restored(workers)
         return Observation(
             target=self.target,
             mode=mode or "unknown",
@@ -132,12 +157,12 @@ class KServeBackend:
             state=state,
             served=_served(obj, state),
             canary_weight_pct=seen.weight,
-            canary_ready=seen.ready,
-            restored=seen.restored,
-            promoted=seen.promoted,
+            canary_ready=ready,
+            restored=restored,
+            promoted=promoted,
             requested_weight_pct=seen.requested,
-            start_blockers=_start_blockers(obj, mode, state, seen.promoted, blockers),
-            detail=seen.detail,
+            start_blockers=_start_blockers(obj, mode, state, promoted, blockers),
+            detail={**seen.detail, **queue.detail(workers)},
             raw={"isvc": obj, **related},
         )
 
@@ -163,7 +188,29 @@ class KServeBackend:
                 obj = self.kube.get_isvc(self.namespace, self.isvc)
                 related = self._related(obj, state)
                 current = self.view(obj, stored, related)
+        actions = queue.plan(related.get("workers") or queue.Workers(), self.isvc, state)
+        if actions:
+            for action in actions:
+                self._carry_out(action)
+            related = {**related, "workers": self._workers()}
         return self.view(obj, stored, related)
+
+    def _carry_out(self, action: queue.Action) -> None:
+        """One write to the queue's workers; one already done (by a concurrent run) is fine."""
+        kube, ns = self.kube, self.namespace
+        deployment = action.kind == queue.DEPLOYMENT
+        try:
+            if action.verb == "create":
+                (kube.create_deployment if deployment else kube.create_scaledobject)(
+                    ns, action.body)
+            elif action.verb == "patch":
+                (kube.patch_deployment if deployment else kube.patch_scaledobject)(
+                    ns, action.name, action.body)
+            else:
+                (kube.delete_deployment if deployment else kube.delete_scaledobject)(
+                    ns, action.name)
+        except (Conflict, NotFound):
+            pass  # created or deleted meanwhile: the next reading decides again
 
     def describe(self, seen: Observation, change: Change, state: RolloutState) -> Mapping[str, Any]:
         state = self._prepared(seen, change, state)
@@ -173,6 +220,9 @@ class KServeBackend:
         spec = self._spec_patch(seen, change, state)
         if spec:
             planned["inferenceservice"] = {"spec": spec}
+        actions = queue.plan(seen.raw.get("workers") or queue.Workers(), self.isvc, state)
+        if actions:
+            planned["queue_workers"] = [a.to_dict() for a in actions]
         return planned
 
     def _prepared(self, seen: Observation, change: Change, state: RolloutState) -> RolloutState:

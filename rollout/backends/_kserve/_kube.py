@@ -26,6 +26,9 @@ HTTPROUTES = "httproutes"
 KNATIVE_GROUP = "serving.knative.dev"
 KNATIVE_VERSION = "v1"
 REVISIONS = "revisions"
+KEDA_GROUP = "keda.sh"
+KEDA_VERSION = "v1alpha1"
+SCALEDOBJECTS = "scaledobjects"
 VERSION = "v1beta1"
 PLURAL = "inferenceservices"
 KIND = "InferenceService"
@@ -165,6 +168,52 @@ class KubeClient:
         result = self._call(what, lambda: self._apps.read_namespaced_deployment(
             name, namespace, _request_timeout=self.timeout_s))
         return self._plain(what, result)
+
+    def create_deployment(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        what = f"Deployment {namespace}/{(body.get('metadata') or {}).get('name', '')}"
+        plain: Any = dict(body)  # the client serialises plain dicts as they are
+        return self._plain(what, self._call(what, lambda: self._apps.create_namespaced_deployment(
+            namespace, plain, _request_timeout=self.timeout_s)))
+
+    def patch_deployment(self, namespace: str, name: str,
+                         patch: Mapping[str, Any]) -> dict[str, Any]:
+        """A merge patch (the client sends a dict as a strategic merge patch)."""
+        what = f"Deployment {namespace}/{name}"
+        return self._plain(what, self._call(what, lambda: self._apps.patch_namespaced_deployment(
+            name, namespace, dict(patch), _request_timeout=self.timeout_s)))
+
+    def delete_deployment(self, namespace: str, name: str) -> None:
+        what = f"Deployment {namespace}/{name}"
+        self._call(what, lambda: self._apps.delete_namespaced_deployment(
+            name, namespace, _request_timeout=self.timeout_s))
+
+    # -- KEDA ScaledObjects (queue mode's workers) -----------------------------------
+    def get_scaledobject(self, namespace: str, name: str) -> dict[str, Any]:
+        what = f"ScaledObject {namespace}/{name}"
+        return _as_object(what, self._call(what, lambda: self._custom.get_namespaced_custom_object(
+            KEDA_GROUP, KEDA_VERSION, namespace, SCALEDOBJECTS, name,
+            _request_timeout=self.timeout_s)))
+
+    def create_scaledobject(self, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        what = f"ScaledObject {namespace}/{(body.get('metadata') or {}).get('name', '')}"
+        return _as_object(what, self._call(what, lambda: (
+            self._custom.create_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, namespace, SCALEDOBJECTS, dict(body),
+                _request_timeout=self.timeout_s))))
+
+    def patch_scaledobject(self, namespace: str, name: str,
+                           patch: Mapping[str, Any]) -> dict[str, Any]:
+        what = f"ScaledObject {namespace}/{name}"
+        return _as_object(what, self._call(what, lambda: (
+            self._custom.patch_namespaced_custom_object(
+                KEDA_GROUP, KEDA_VERSION, namespace, SCALEDOBJECTS, name, dict(patch),
+                _request_timeout=self.timeout_s))))
+
+    def delete_scaledobject(self, namespace: str, name: str) -> None:
+        what = f"ScaledObject {namespace}/{name}"
+        self._call(what, lambda: self._custom.delete_namespaced_custom_object(
+            KEDA_GROUP, KEDA_VERSION, namespace, SCALEDOBJECTS, name,
+            _request_timeout=self.timeout_s))
 
     def get_httproute(self, namespace: str, name: str) -> dict[str, Any]:
         what = f"HTTPRoute {namespace}/{name}"

@@ -93,7 +93,16 @@ def stable_min_replicas(obj: Mapping[str, Any]) -> int:
 
 
 def is_rolled_out(deployment: Mapping[str, Any] | None, uri: str, replicas: int = 1) -> bool:
-    """The Deployment runs ``uri`` with at least ``replicas`` available, rollout complete.
+    """The Deployment runs ``uri`` with at least ``replicas`` available, rollout complete."""
+    if deployment is None:
+        return False
+    spec = deployment.get("spec") or {}
+    return (source_uri(spec.get("template") or {}) == uri
+            and rollout_complete(deployment, replicas))
+
+
+def rollout_complete(deployment: Mapping[str, Any] | None, replicas: int = 0) -> bool:
+    """The Deployment's rollout is complete, with at least ``replicas`` wanted.
 
     The test of k8s.io/kubectl ``pkg/polymorphichelpers/rollout_status.go``
     ``DeploymentStatusViewer.Status``: the controller observed this generation, every
@@ -107,8 +116,7 @@ def is_rolled_out(deployment: Mapping[str, Any] | None, uri: str, replicas: int 
     replicas_spec = spec.get("replicas")
     wanted = 1 if replicas_spec is None else int(replicas_spec)
     updated = int(status.get("updatedReplicas") or 0)
-    return (source_uri(spec.get("template") or {}) == uri
-            and int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 1)
+    return (int(status.get("observedGeneration") or 0) >= int(meta.get("generation") or 1)
             and wanted >= replicas and updated >= wanted
             and int(status.get("replicas") or 0) <= updated
             and int(status.get("availableReplicas") or 0) >= updated)
