@@ -113,6 +113,9 @@ def render_change(console: Console, change: Mapping[str, Any], *, dry_run: bool)
              "delete": f"delete InferenceService {target}",
              "none": f"nothing to do for {target} (it does not exist)"}
     console.print(f"{verb}: {lines[action]}")
+    for worker in change.get("queue_workers") or []:  # queue mode: the shadow's workers
+        console.print(f"{verb}: {worker['verb']} {worker['kind']} "
+                      f"{change['namespace']}/{worker['name']}")
     if change.get("primary_patch"):
         console.print(f"{verb}: patch {change['namespace']}/{change['primary']}")
     else:

@@ -10,6 +10,11 @@ Then it patches the primary's ``model.args`` with ``--shadow_url`` (that address
 Stop removes the flags from the primary first (no more mirrors), then deletes the
 shadow. Both are idempotent, and every write is conditional on what was read.
 
+In queue mode (the primary has workers, ``<isvc>-queue-worker``) the shadow's frontends
+enqueue on the shadow version's own stream, so start also creates its workers,
+``<isvc>-queue-worker-shadow`` (a Deployment and ScaledObject copied from the stable's,
+``--role=shadow``), before the shadow; stop deletes them after it.
+
 Changing the primary's args rolls its pods (Knative: a new revision). So a shadow
 cannot start or stop while a rollout is in progress on the primary: the new revision
 would be taken for the canary.
@@ -27,12 +32,15 @@ from typing import Any
 from rollout._aliases import AliasRegistry
 from rollout._errors import InvalidTransition, NotFound
 from rollout._state import MODEL_ANNOTATION, VERSION_ANNOTATION, RolloutState
-from rollout.backends._kserve._backend import MODE_ANNOTATION
+from rollout.backends._kserve import _queue as queue
+from rollout.backends._kserve._backend import MODE_ANNOTATION, carry_out, read_workers
 from rollout.backends._kserve._kube import GROUP, KIND, VERSION, KubeClient
 from rollout.backends._kserve._state_store import StateStore
 from shadow._errors import ShadowError
 
 SHADOW_SUFFIX = "-shadow"
+WORKERS_SUFFIX = "-queue-worker-shadow"
+WORKERS_COMPONENT = "queue-worker-shadow"
 SHADOW_OF_LABEL = "modelctl.io/shadow-of"
 SHADOW_ANNOTATION = "modelctl.io/shadow"
 VISIBILITY_LABEL = "networking.kserve.io/visibility"
@@ -54,11 +62,13 @@ class ShadowChange:
     shadow_action: str  # "create", "patch", "delete" or "none"
     shadow_body: Mapping[str, Any] | None
     primary_patch: Mapping[str, Any] | None
+    workers: tuple[queue.Action, ...] = ()  # queue mode: the shadow version's workers
 
     def to_dict(self) -> dict[str, Any]:
         return {"namespace": self.namespace, "primary": self.primary, "shadow": self.shadow,
                 "shadow_action": self.shadow_action, "shadow_body": self.shadow_body,
-                "primary_patch": self.primary_patch}
+                "primary_patch": self.primary_patch,
+                "queue_workers": [a.to_dict() for a in self.workers]}
 
 
 def shadow_name(isvc: str) -> str:
@@ -86,7 +96,8 @@ def start_shadow(kube: KubeClient, registry: AliasRegistry, namespace: str, isvc
     existing = _get_or_none(kube, namespace, shadow_name(isvc))
     rollout = StateStore(kube, namespace, isvc).read().state
     change = plan_start(primary, existing, namespace=namespace, model=model, version=version,
-                        storage_uri=uri, rate=rate, capture_uri=capture_uri, rollout=rollout)
+                        storage_uri=uri, rate=rate, capture_uri=capture_uri, rollout=rollout,
+                        workers=read_workers(kube, namespace, isvc, workers_name(isvc)))
     if not dry_run:
         apply_change(kube, change, existing, starting=True)
     return change
@@ -98,10 +109,16 @@ def stop_shadow(kube: KubeClient, namespace: str, isvc: str, *,
     primary = kube.get_isvc(namespace, isvc)
     existing = _get_or_none(kube, namespace, shadow_name(isvc))
     rollout = StateStore(kube, namespace, isvc).read().state
-    change = plan_stop(primary, existing, namespace=namespace, rollout=rollout)
+    change = plan_stop(primary, existing, namespace=namespace, rollout=rollout,
+                       workers=read_workers(kube, namespace, isvc, workers_name(isvc)))
     if not dry_run:
         apply_change(kube, change, existing, starting=False)
     return change
+
+
+def workers_name(isvc: str) -> str:
+    """The shadow version's worker Deployment and ScaledObject in queue mode."""
+    return isvc + WORKERS_SUFFIX
 
 
 def _get_or_none(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] | None:
@@ -113,10 +130,11 @@ def _get_or_none(kube: KubeClient, namespace: str, name: str) -> dict[str, Any] 
 
 def plan_start(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *,
                namespace: str, model: str, version: int, storage_uri: str, rate: float,
-               capture_uri: str | None = None,
-               rollout: RolloutState | None = None) -> ShadowChange:
+               capture_uri: str | None = None, rollout: RolloutState | None = None,
+               workers: queue.Workers | None = None) -> ShadowChange:
     """The writes that put ``model@version`` in a shadow of ``primary`` (pure);
-    ``rollout`` is the primary's rollout state, if it has one."""
+    ``rollout`` is the primary's rollout state, if it has one; ``workers`` the queue's
+    (the shadow's in the ``canary`` fields)."""
     if not 0.0 < rate <= 1.0:
         raise ShadowError(f"--rate must be in (0, 1], got {rate}")
     isvc = str(primary["metadata"]["name"])
@@ -137,11 +155,18 @@ def plan_start(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *
     patch = _primary_patch(primary, mirror_args,
                            json.dumps({"shadow": name, "model": model, "version": version,
                                        "rate": rate}, sort_keys=True))
-    return ShadowChange(namespace, isvc, name, action, body, patch)
+    actions: list[queue.Action] = []
+    if workers is not None and workers.stable is not None:
+        actions = queue.candidate_actions(
+            workers.stable, workers.stable_scaler, workers.canary, workers.canary_scaler,
+            workers_name(isvc), uri=storage_uri, version=version, role="shadow",
+            component=WORKERS_COMPONENT)
+    return ShadowChange(namespace, isvc, name, action, body, patch, tuple(actions))
 
 
 def plan_stop(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *,
-              namespace: str, rollout: RolloutState | None = None) -> ShadowChange:
+              namespace: str, rollout: RolloutState | None = None,
+              workers: queue.Workers | None = None) -> ShadowChange:
     """The writes that stop mirroring and remove the shadow (pure)."""
     isvc = str(primary["metadata"]["name"])
     _refuse_during_rollout(rollout, namespace, isvc)
@@ -154,12 +179,19 @@ def plan_stop(primary: Mapping[str, Any], existing: Mapping[str, Any] | None, *,
     if existing is not None:
         _check_ours(existing, isvc, namespace)
         action = "delete"
-    return ShadowChange(namespace, isvc, shadow_name(isvc), action, None, patch)
+    removals = queue.removals(workers_name(isvc), workers.canary, workers.canary_scaler) \
+        if workers is not None else []
+    return ShadowChange(namespace, isvc, shadow_name(isvc), action, None, patch,
+                        tuple(removals))
 
 
 def apply_change(kube: KubeClient, change: ShadowChange, existing: Mapping[str, Any] | None,
                  *, starting: bool) -> None:
-    """Carry out a planned change: on start the shadow before the primary, on stop after."""
+    """Carry out a planned change: on start the shadow's workers, the shadow, then the
+    primary; on stop the other way round."""
+    if starting:
+        for action in change.workers:
+            carry_out(kube, change.namespace, action)
     if not starting and change.primary_patch is not None:
         kube.patch_isvc(change.namespace, change.primary, change.primary_patch)
     if change.shadow_action == "create" and change.shadow_body is not None:
@@ -173,6 +205,9 @@ def apply_change(kube: KubeClient, change: ShadowChange, existing: Mapping[str, 
             kube.delete_isvc(change.namespace, change.shadow)
     if starting and change.primary_patch is not None:
         kube.patch_isvc(change.namespace, change.primary, change.primary_patch)
+    if not starting:
+        for action in change.workers:
+            carry_out(kube, change.namespace, action)
 
 
 def shadow_body(primary: Mapping[str, Any], *, namespace: str, model: str, version: int,

@@ -106,16 +106,29 @@ def test_triggers_read_the_contracts_stream_for_the_rendered_version(
     assert len(lag) == 1 and int(lag[0]["lagCount"]) == 2 * flags["max_batch_size"]
 
 
-def canary_worker_pods(queue: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """The labels of a canary version's worker pods, as ``modelctl rollout`` makes them."""
-    from rollout import Plan, RolloutState
-    from rollout.backends._kserve import _queue
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A label selector (matchLabels, and matchExpressions with In/NotIn/Exists) on labels."""
+    if not matches(selector.get("matchLabels") or {}, labels):
+        return False
+    for expr in selector.get("matchExpressions") or []:
+        key, op, values = expr["key"], expr["operator"], expr.get("values") or []
+        if ((op == "In" and labels.get(key) not in values)
+                or (op == "NotIn" and labels.get(key) in values)
+                or (op == "Exists" and key not in labels)
+                or (op == "DoesNotExist" and key in labels)):
+            return False
+    return True
 
-    isvc = queue["InferenceService"]["metadata"]["name"]
-    state = RolloutState(namespace="ns", isvc=isvc, model=MODEL, stable_version=3,
-                         stable_uri="s3://models/3", canary_version=4,
-                         canary_uri="s3://models/4", plan=Plan(steps_pct=(10,)))
-    body = _queue.canary_deployment(queue["Deployment"], f"{isvc}-queue-worker-canary", state)
+
+def candidate_worker_pods(queue: dict[str, dict[str, Any]], role: str) -> dict[str, str]:
+    """The labels of a canary's or shadow's worker pods, as ``modelctl rollout`` and
+    ``modelctl shadow`` make them."""
+    from rollout.backends._kserve import _queue
+    from shadow._deploy import WORKERS_COMPONENT
+
+    component = _queue.CANARY_COMPONENT if role == "canary" else WORKERS_COMPONENT
+    body = _queue.candidate_deployment(queue["Deployment"], f"x-{role}", uri="s3://m/4",
+                                       role=role, component=component)
     labels: dict[str, str] = body["spec"]["template"]["metadata"]["labels"]
     return labels
 
@@ -131,16 +144,21 @@ def test_the_network_policy_admits_exactly_frontends_workers_and_keda(
     assert policy["policyTypes"] == ["Ingress"]
     [rule] = policy["ingress"]
     assert rule["ports"] == [{"protocol": "TCP", "port": 6379}]
-    same_namespace = [p["podSelector"]["matchLabels"] for p in rule["from"]
-                      if "namespaceSelector" not in p]
+    same_namespace = [p["podSelector"] for p in rule["from"] if "namespaceSelector" not in p]
     others = [p for p in rule["from"] if "namespaceSelector" in p]
 
     def admitted(labels: dict[str, str]) -> bool:
-        return any(matches(s, labels) for s in same_namespace)
+        return any(selects(s, labels) for s in same_namespace)
 
     assert admitted(frontend_pod_labels(queue)) and admitted(worker_pods)
-    assert admitted(canary_worker_pods(queue))
+    isvc = queue["InferenceService"]["metadata"]["name"]
+    assert admitted({"serving.kserve.io/inferenceservice": f"{isvc}-shadow"})
+    assert admitted(candidate_worker_pods(queue, "canary"))
+    assert admitted(candidate_worker_pods(queue, "shadow"))
     assert len(same_namespace) == 3
+    assert not admitted({"serving.kserve.io/inferenceservice": "another-model-shadow"})
+    assert not admitted({"app.kubernetes.io/component": "queue-redis",
+                         "app.kubernetes.io/instance": isvc})
     assert not admitted(redis_pods)
     assert not admitted({"serving.kserve.io/inferenceservice": "another-model"})
     assert not admitted({"app.kubernetes.io/component": "queue-worker",

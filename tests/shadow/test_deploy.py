@@ -14,7 +14,17 @@ import pytest
 from predictor._config import build_parser
 from rollout import NotFound
 from tests.support.fleet import run_cli
-from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world
+from tests.support.rollout_world import (
+    ISVC,
+    MODEL,
+    NAMESPACE,
+    World,
+    add_queue_workers,
+    get_or_none,
+    make_world,
+    storage_uri,
+    streams,
+)
 
 SHADOW = f"{ISVC}-shadow"
 SHADOW_URL = f"http://{SHADOW}-predictor.{NAMESPACE}.svc.cluster.local"
@@ -83,6 +93,37 @@ def test_start_creates_the_shadow_and_mirrors_to_it(world: World, cli: Any) -> N
     code, out, err = cli("shadow", "stop", ISVC)  # nothing left to do is fine
     assert code == 0, err
     assert "nothing to do" in out
+
+
+def test_in_queue_mode_the_shadow_gets_its_own_workers(world: World, cli: Any) -> None:
+    add_queue_workers(world)
+    workers = f"{ISVC}-queue-worker-shadow"
+    code, out, err = cli("shadow", "start", ISVC, "--candidate", f"{MODEL}@2", "--dry-run")
+    assert code == 0, err
+    assert f"would: create Deployment {NAMESPACE}/{workers}" in out
+    assert get_or_none(world, "Deployment", workers) is None
+    code, out, err = cli("shadow", "start", ISVC, "--candidate", f"{MODEL}@2", "--json")
+    assert code == 0, err
+    assert [(a["verb"], a["kind"]) for a in json.loads(out)["queue_workers"]] == [
+        ("create", "Deployment"), ("create", "ScaledObject")]
+    deployment = get_or_none(world, "Deployment", workers)
+    assert storage_uri(deployment) == world.uri(2)
+    assert deployment is not None
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert "--role=shadow" in container["args"]
+    # The shadow's frontends (--model_name=ISVC, version 2) enqueue on this stream.
+    assert streams(get_or_none(world, "ScaledObject", workers)) == {
+        f"modelctl:{{{ISVC}:2}}:requests"}
+    assert storage_uri(get_or_none(world, "Deployment", f"{ISVC}-queue-worker")) == \
+        world.uri(1)
+    code, out, err = cli("shadow", "start", ISVC, "--candidate", f"{MODEL}@3", "--json")
+    assert code == 0, err
+    assert storage_uri(get_or_none(world, "Deployment", workers)) == world.uri(3)
+    code, out, err = cli("shadow", "stop", ISVC)
+    assert code == 0, err
+    assert f"did: delete Deployment {NAMESPACE}/{workers}" in out
+    assert get_or_none(world, "Deployment", workers) is None
+    assert get_or_none(world, "ScaledObject", workers) is None
 
 
 def test_dry_run_prints_the_changes_and_writes_nothing(world: World, cli: Any) -> None:

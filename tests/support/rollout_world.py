@@ -123,3 +123,51 @@ def make_world(tmp: Path, clock: Callable[[], float], *, mode: str = "Knative",
     sim.reconcile()
     sim.ready_delay_s = ready_delay_s
     return world
+
+
+# -- queue mode -----------------------------------------------------------------------
+KEDA = ("keda.sh", "v1alpha1", NAMESPACE, "scaledobjects")
+
+
+def add_queue_workers(world: World) -> None:
+    """The queue overlay's worker Deployment and ScaledObject for ISVC serving version 1,
+    rendered by ``deploy render``'s code with real kustomize, created and reconciled."""
+    from deploycheck import RenderRequest, find_kubectl, render
+    from tests.support.manifests import OVERLAYS
+
+    docs = render(RenderRequest(MODEL, "1", "queue", namespace=NAMESPACE, name=ISVC),
+                  OVERLAYS / "queue", find_kubectl(),
+                  lambda model, ref: world.uri(int(ref)), lambda model, ref: ref)
+    api = world.api.api_client()
+    for doc in docs:
+        body: Any = copy.deepcopy(doc)  # the client sends plain dicts as they are
+        if doc["kind"] == "Deployment":
+            client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, body)
+        elif doc["kind"] == "ScaledObject":
+            client.CustomObjectsApi(api).create_namespaced_custom_object(*KEDA, body)
+    world.sim.reconcile()
+
+
+def get_or_none(world: World, kind: str, name: str) -> dict[str, Any] | None:
+    """A Deployment or ScaledObject of the namespace, or None."""
+    from rollout import NotFound
+
+    try:
+        if kind == "Deployment":
+            return world.kube.get_deployment(NAMESPACE, name)
+        return world.kube.get_scaledobject(NAMESPACE, name)
+    except NotFound:
+        return None
+
+
+def storage_uri(deployment: dict[str, Any] | None) -> str | None:
+    """What a worker Deployment's storage initializer downloads."""
+    assert deployment is not None
+    [init] = deployment["spec"]["template"]["spec"]["initContainers"]
+    return str(init["args"][0])
+
+
+def streams(scaler: dict[str, Any] | None) -> set[str]:
+    """The streams a ScaledObject's triggers read."""
+    assert scaler is not None
+    return {t["metadata"]["stream"] for t in scaler["spec"]["triggers"]}

@@ -90,15 +90,7 @@ class KServeBackend:
         return {**self._mode_related(obj, state), "workers": self._workers()}
 
     def _workers(self) -> queue.Workers:
-        stable, canary = queue.names(self.isvc)
-        deployment = self._get_or_none(self.kube.get_deployment, stable)
-        if deployment is None:
-            return queue.Workers()
-        return queue.Workers(
-            stable=deployment,
-            stable_scaler=self._get_or_none(self.kube.get_scaledobject, stable),
-            canary=self._get_or_none(self.kube.get_deployment, canary),
-            canary_scaler=self._get_or_none(self.kube.get_scaledobject, canary))
+        return read_workers(self.kube, self.namespace, self.isvc, queue.names(self.isvc)[1])
 
     def _mode_related(self, obj: Mapping[str, Any], state: RolloutState | None) -> dict[str, Any]:
         mode = deployment_mode(obj)
@@ -191,26 +183,9 @@ class KServeBackend:
         actions = queue.plan(related.get("workers") or queue.Workers(), self.isvc, state)
         if actions:
             for action in actions:
-                self._carry_out(action)
+                carry_out(self.kube, self.namespace, action)
             related = {**related, "workers": self._workers()}
         return self.view(obj, stored, related)
-
-    def _carry_out(self, action: queue.Action) -> None:
-        """One write to the queue's workers; one already done (by a concurrent run) is fine."""
-        kube, ns = self.kube, self.namespace
-        deployment = action.kind == queue.DEPLOYMENT
-        try:
-            if action.verb == "create":
-                (kube.create_deployment if deployment else kube.create_scaledobject)(
-                    ns, action.body)
-            elif action.verb == "patch":
-                (kube.patch_deployment if deployment else kube.patch_scaledobject)(
-                    ns, action.name, action.body)
-            else:
-                (kube.delete_deployment if deployment else kube.delete_scaledobject)(
-                    ns, action.name)
-        except (Conflict, NotFound):
-            pass  # created or deleted meanwhile: the next reading decides again
 
     def describe(self, seen: Observation, change: Change, state: RolloutState) -> Mapping[str, Any]:
         state = self._prepared(seen, change, state)
@@ -298,6 +273,41 @@ class KServeBackend:
 
 
 # -- shared ------------------------------------------------------------------------
+def read_workers(kube: KubeClient, namespace: str, isvc: str, candidate: str) -> queue.Workers:
+    """The queue's workers of ``isvc`` (empty outside queue mode), with ``candidate``'s
+    (the canary's or the shadow's) in the ``canary`` fields."""
+    def get(read: Callable[[str, str], dict[str, Any]], name: str) -> dict[str, Any] | None:
+        try:
+            return read(namespace, name)
+        except NotFound:
+            return None
+
+    stable = queue.names(isvc)[0]
+    deployment = get(kube.get_deployment, stable)
+    if deployment is None:
+        return queue.Workers()
+    return queue.Workers(stable=deployment, stable_scaler=get(kube.get_scaledobject, stable),
+                         canary=get(kube.get_deployment, candidate),
+                         canary_scaler=get(kube.get_scaledobject, candidate))
+
+
+def carry_out(kube: KubeClient, namespace: str, action: queue.Action) -> None:
+    """One write to the queue's workers; one already done (by a concurrent run) is fine."""
+    deployment = action.kind == queue.DEPLOYMENT
+    try:
+        if action.verb == "create":
+            (kube.create_deployment if deployment else kube.create_scaledobject)(
+                namespace, action.body)
+        elif action.verb == "patch":
+            (kube.patch_deployment if deployment else kube.patch_scaledobject)(
+                namespace, action.name, action.body)
+        else:
+            (kube.delete_deployment if deployment else kube.delete_scaledobject)(
+                namespace, action.name)
+    except (Conflict, NotFound):
+        pass  # created or deleted meanwhile: the next reading decides again
+
+
 def _standard_seen(obj: Mapping[str, Any], related: Mapping[str, Any]) -> standard.Seen:
     return standard.Seen(isvc=obj, stable_deployment=related.get("stable_deployment"),
                          canary_deployment=related.get("canary_deployment"),

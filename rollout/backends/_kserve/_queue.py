@@ -111,8 +111,7 @@ def plan(workers: Workers, isvc: str, state: RolloutState | None) -> list[Action
     if not workers.queue_mode or state is None:
         return []
     stable_name, canary_name = names(isvc)
-    present = [(DEPLOYMENT, workers.canary), (SCALEDOBJECT, workers.canary_scaler)]
-    removal = [Action("delete", kind, canary_name) for kind, obj in present if obj is not None]
+    removal = removals(canary_name, workers.canary, workers.canary_scaler)
     if state.phase in (Phase.ROLLING_BACK, Phase.ROLLED_BACK):
         return removal
     if state.phase is Phase.PROMOTED:
@@ -120,22 +119,40 @@ def plan(workers: Workers, isvc: str, state: RolloutState | None) -> list[Action
         if moves or not rollout_complete(workers.stable):
             return moves
         return removal
+    return candidate_actions(workers.stable or {}, workers.stable_scaler, workers.canary,
+                             workers.canary_scaler, canary_name, uri=state.canary_uri,
+                             version=state.canary_version, role="canary",
+                             component=CANARY_COMPONENT)
+
+
+def removals(name: str, deployment: Mapping[str, Any] | None,
+             scaler: Mapping[str, Any] | None) -> list[Action]:
+    """The deletes of the workers ``name`` (those that exist)."""
+    present = [(DEPLOYMENT, deployment), (SCALEDOBJECT, scaler)]
+    return [Action("delete", kind, name) for kind, obj in present if obj is not None]
+
+
+def candidate_actions(stable: Mapping[str, Any], stable_scaler: Mapping[str, Any] | None,
+                      existing: Mapping[str, Any] | None,
+                      existing_scaler: Mapping[str, Any] | None, name: str, *, uri: str,
+                      version: int, role: str, component: str) -> list[Action]:
+    """The writes that give ``version`` (at ``uri``) workers named ``name``, copied from
+    the stable's: created when missing, moved when left on another version."""
     actions: list[Action] = []
-    if workers.canary is None:
-        actions.append(Action("create", DEPLOYMENT, canary_name,
-                              canary_deployment(workers.stable or {}, canary_name, state)))
-    elif storage_uri(workers.canary) != state.canary_uri:  # left by an earlier rollout
-        actions.append(Action("patch", DEPLOYMENT, canary_name, {"spec": {"template": {
-            "spec": {"initContainers": _initializers(workers.canary, state.canary_uri)}}}}))
-    if workers.stable_scaler is None:
+    if existing is None:
+        actions.append(Action("create", DEPLOYMENT, name, candidate_deployment(
+            stable, name, uri=uri, role=role, component=component)))
+    elif storage_uri(existing) != uri:  # left by an earlier rollout or shadow
+        actions.append(Action("patch", DEPLOYMENT, name, {"spec": {"template": {
+            "spec": {"initContainers": _initializers(existing, uri)}}}}))
+    if stable_scaler is None:
         return actions
-    if workers.canary_scaler is None:
-        actions.append(Action("create", SCALEDOBJECT, canary_name,
-                              canary_scaler(workers.stable_scaler, canary_name, state)))
-    elif streams(workers.canary_scaler) != streams(canary_scaler(workers.stable_scaler,
-                                                                 canary_name, state)):
-        actions.append(Action("patch", SCALEDOBJECT, canary_name, {"spec": {
-            "triggers": _triggers(workers.canary_scaler, state.canary_version)}}))
+    if existing_scaler is None:
+        actions.append(Action("create", SCALEDOBJECT, name, candidate_scaler(
+            stable_scaler, name, version=version, component=component)))
+    elif streams(existing_scaler) != [with_version(s, version) for s in streams(stable_scaler)]:
+        actions.append(Action("patch", SCALEDOBJECT, name, {"spec": {
+            "triggers": _triggers(existing_scaler, version)}}))
     return actions
 
 
@@ -194,6 +211,20 @@ def _promotion(workers: Workers, name: str, state: RolloutState) -> list[Action]
 def canary_deployment(stable: Mapping[str, Any], name: str,
                       state: RolloutState) -> dict[str, Any]:
     """The stable's worker Deployment, made the canary's."""
+    return candidate_deployment(stable, name, uri=state.canary_uri, role="canary",
+                                component=CANARY_COMPONENT)
+
+
+def canary_scaler(stable: Mapping[str, Any], name: str, state: RolloutState) -> dict[str, Any]:
+    """The stable's ScaledObject, made the canary's: its Deployment and its stream."""
+    return candidate_scaler(stable, name, version=state.canary_version,
+                            component=CANARY_COMPONENT)
+
+
+def candidate_deployment(stable: Mapping[str, Any], name: str, *, uri: str, role: str,
+                         component: str) -> dict[str, Any]:
+    """The stable's worker Deployment for another version (``uri``), with metric label
+    ``role`` and its own ``component`` label (the selectors never overlap)."""
     body = _fresh(stable, name)
     spec = body.setdefault("spec", {})
     spec.pop("replicas", None)  # one to start with; KEDA owns the count from then on
@@ -201,23 +232,24 @@ def canary_deployment(stable: Mapping[str, Any], name: str,
                    spec.setdefault("selector", {}).setdefault("matchLabels", {}),
                    spec.setdefault("template", {}).setdefault("metadata", {})
                    .setdefault("labels", {})):
-        labels[COMPONENT_LABEL] = CANARY_COMPONENT
+        labels[COMPONENT_LABEL] = component
     pod = _pod_spec(body)
-    pod["initContainers"] = _initializers(body, state.canary_uri)
+    pod["initContainers"] = _initializers(body, uri)
     for container in pod.get("containers") or []:
         args = [a for a in container.get("args") or [] if not str(a).startswith("--role")]
         if "--queue_role=worker" in args:
-            container["args"] = [*args, "--role=canary"]
+            container["args"] = [*args, f"--role={role}"]
     return body
 
 
-def canary_scaler(stable: Mapping[str, Any], name: str, state: RolloutState) -> dict[str, Any]:
-    """The stable's ScaledObject, made the canary's: its Deployment and its stream."""
+def candidate_scaler(stable: Mapping[str, Any], name: str, *, version: int,
+                     component: str) -> dict[str, Any]:
+    """The stable's ScaledObject for another version: its Deployment and its stream."""
     body = _fresh(stable, name)
-    body["metadata"].setdefault("labels", {})[COMPONENT_LABEL] = CANARY_COMPONENT
+    body["metadata"].setdefault("labels", {})[COMPONENT_LABEL] = component
     spec = body.setdefault("spec", {})
     spec.setdefault("scaleTargetRef", {})["name"] = name
-    spec["triggers"] = _triggers(stable, state.canary_version)
+    spec["triggers"] = _triggers(stable, version)
     return body
 
 

@@ -9,47 +9,37 @@ OpenAPI) by ``deploy validate``'s checker.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
-from deploycheck import Checker, RenderRequest, find_kubectl, render
+from deploycheck import Checker
 from rollout import Command, Engine, Plan, start_rollout
 from rollout.analysis._results import Verdict
 from rollout.backends._interface import Promote
 from tests.fakes.analyzer import ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
-from tests.support.manifests import OVERLAYS
-from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world
+from tests.support.rollout_world import (
+    ISVC,
+    MODEL,
+    World,
+    add_queue_workers,
+    get_or_none,
+    make_world,
+    storage_uri,
+    streams,
+)
 
 STABLE, CANARY = f"{ISVC}-queue-worker", f"{ISVC}-queue-worker-canary"
 P = Verdict.PASS
-KEDA = ("keda.sh", "v1alpha1", NAMESPACE, "scaledobjects")
-
-
-def _workers(world: World) -> list[dict[str, Any]]:
-    """The overlay's worker Deployment and ScaledObject for ISVC serving version 1."""
-    docs = render(RenderRequest(MODEL, "1", "queue", namespace=NAMESPACE, name=ISVC),
-                  OVERLAYS / "queue", find_kubectl(),
-                  lambda model, ref: world.uri(int(ref)), lambda model, ref: ref)
-    return [d for d in docs if d["kind"] in ("Deployment", "ScaledObject")]
 
 
 def _queue_world(tmp_path: Path, mode: str) -> World:
     world = make_world(tmp_path, FakeClock(1_800_000_000.0), mode=mode)
-    api = world.api.api_client()
-    for doc in _workers(world):
-        body: Any = copy.deepcopy(doc)  # the client sends plain dicts as they are
-        if doc["kind"] == "Deployment":
-            client.AppsV1Api(api).create_namespaced_deployment(NAMESPACE, body)
-        else:
-            client.CustomObjectsApi(api).create_namespaced_custom_object(*KEDA, body)
-    world.sim.reconcile()
+    add_queue_workers(world)
     return world
 
 
@@ -58,28 +48,6 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     w = _queue_world(tmp_path, request.param)
     yield w
     w.api.stop()
-
-
-def _get(world: World, kind: str, name: str) -> dict[str, Any] | None:
-    from rollout import NotFound
-
-    try:
-        if kind == "Deployment":
-            return world.kube.get_deployment(NAMESPACE, name)
-        return world.kube.get_scaledobject(NAMESPACE, name)
-    except NotFound:
-        return None
-
-
-def _uri(deployment: dict[str, Any] | None) -> str | None:
-    assert deployment is not None
-    [init] = deployment["spec"]["template"]["spec"]["initContainers"]
-    return str(init["args"][0])
-
-
-def _streams(scaler: dict[str, Any] | None) -> set[str]:
-    assert scaler is not None
-    return {t["metadata"]["stream"] for t in scaler["spec"]["triggers"]}
 
 
 def _engine(world: World, script: list[Any]) -> Engine:
@@ -102,15 +70,16 @@ def _tick(world: World, engine: Engine, seconds: float = 30.0) -> Any:
 def test_the_canary_gets_its_own_workers_on_its_own_stream(world: World,
                                                            checker: Checker) -> None:
     _start(world)
-    canary, scaler = _get(world, "Deployment", CANARY), _get(world, "ScaledObject", CANARY)
+    canary = get_or_none(world, "Deployment", CANARY)
+    scaler = get_or_none(world, "ScaledObject", CANARY)
     assert canary is not None and scaler is not None
-    assert _uri(canary) == world.uri(2)
-    assert _streams(scaler) == {f"modelctl:{{{ISVC}:2}}:requests"}
+    assert storage_uri(canary) == world.uri(2)
+    assert streams(scaler) == {f"modelctl:{{{ISVC}:2}}:requests"}
     assert scaler["spec"]["scaleTargetRef"]["name"] == CANARY
     [worker] = canary["spec"]["template"]["spec"]["containers"]
     assert "--role=canary" in worker["args"] and "--queue_role=worker" in worker["args"]
     # The two Deployments' selectors do not overlap.
-    stable = _get(world, "Deployment", STABLE)
+    stable = get_or_none(world, "Deployment", STABLE)
     assert stable is not None
     canary_pods = canary["spec"]["template"]["metadata"]["labels"]
     assert not stable["spec"]["selector"]["matchLabels"].items() <= canary_pods.items()
@@ -121,8 +90,9 @@ def test_the_canary_gets_its_own_workers_on_its_own_stream(world: World,
     problems, count = checker.check_text("canary-workers", yaml.safe_dump_all(created))
     assert count == 2 and [str(p) for p in problems] == []
     # The stable's workers are untouched while the canary runs.
-    assert _uri(stable) == world.uri(1)
-    assert _streams(_get(world, "ScaledObject", STABLE)) == {f"modelctl:{{{ISVC}:1}}:requests"}
+    assert storage_uri(stable) == world.uri(1)
+    assert streams(get_or_none(world, "ScaledObject", STABLE)) == {
+        f"modelctl:{{{ISVC}:1}}:requests"}
 
 
 def test_the_canary_is_ready_only_once_its_workers_are(tmp_path: Path) -> None:
@@ -157,14 +127,15 @@ def test_a_promotion_moves_the_stable_workers_then_removes_the_canarys(world: Wo
         if result.is_final:
             break
         # Until the stable's workers run the new version, the canary's keep reading.
-        if _uri(_get(world, "Deployment", STABLE)) != world.uri(2):
-            assert _get(world, "Deployment", CANARY) is not None
+        if storage_uri(get_or_none(world, "Deployment", STABLE)) != world.uri(2):
+            assert get_or_none(world, "Deployment", CANARY) is not None
     assert result.is_final and result.seen.promoted
-    stable = _get(world, "Deployment", STABLE)
-    assert _uri(stable) == world.uri(2)
-    assert _streams(_get(world, "ScaledObject", STABLE)) == {f"modelctl:{{{ISVC}:2}}:requests"}
-    assert _get(world, "Deployment", CANARY) is None
-    assert _get(world, "ScaledObject", CANARY) is None
+    stable = get_or_none(world, "Deployment", STABLE)
+    assert storage_uri(stable) == world.uri(2)
+    assert streams(get_or_none(world, "ScaledObject", STABLE)) == {
+        f"modelctl:{{{ISVC}:2}}:requests"}
+    assert get_or_none(world, "Deployment", CANARY) is None
+    assert get_or_none(world, "ScaledObject", CANARY) is None
 
 
 def test_a_rollback_removes_the_canarys_workers(world: World) -> None:
@@ -177,9 +148,9 @@ def test_a_rollback_removes_the_canarys_workers(world: World) -> None:
         if result.is_final:
             break
     assert result.is_final and result.state.phase.value == "RolledBack"
-    assert _get(world, "Deployment", CANARY) is None
-    assert _get(world, "ScaledObject", CANARY) is None
-    assert _uri(_get(world, "Deployment", STABLE)) == world.uri(1)
+    assert get_or_none(world, "Deployment", CANARY) is None
+    assert get_or_none(world, "ScaledObject", CANARY) is None
+    assert storage_uri(get_or_none(world, "Deployment", STABLE)) == world.uri(1)
 
 
 def test_a_dry_run_shows_the_workers_it_would_create(tmp_path: Path) -> None:
@@ -192,7 +163,7 @@ def test_a_dry_run_shows_the_workers_it_would_create(tmp_path: Path) -> None:
         planned = result.planned["queue_workers"]
         assert [(a["verb"], a["kind"], a["name"]) for a in planned] == [
             ("create", "Deployment", CANARY), ("create", "ScaledObject", CANARY)]
-        assert _get(world, "Deployment", CANARY) is None
+        assert get_or_none(world, "Deployment", CANARY) is None
     finally:
         world.api.stop()
 
