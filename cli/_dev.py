@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 app = typer.Typer(
     name="dev",
     help=(
-        "Run the platform on this machine: one predictor per role from the registry, "
-        "nginx splitting traffic between stable and canary (and mirroring to a shadow), "
-        "and Prometheus scraping them, all on 127.0.0.1. Rehearse a rollout with "
+        "Run the platform on this machine: one predictor per role from the registry (or, "
+        "with `up --queue`, a redis-server and per role frontends and workers), nginx "
+        "splitting traffic between stable and canary (and mirroring to a shadow), and "
+        "Prometheus scraping them, all on 127.0.0.1. Rehearse a rollout with "
         "`modelctl rollout ... --target local`."
     ),
     no_args_is_help=True,
@@ -93,16 +94,24 @@ def _render_status(console: Console, doc: Mapping[str, Any]) -> None:
     for c in doc["components"]:
         serves = f"{doc['name']}@{c['version']}" if "version" in c else ""
         flags = " ".join(c.get("args") or [])
-        lines.append(f"  {c['name']:<17} {c['state']:<8} pid {c['pid'] or '-':<7} "
+        lines.append(f"  {c['name']:<18} {c['state']:<8} pid {c['pid'] or '-':<7} "
                      f"{c['url']:<23} {serves} {flags}".rstrip())
     lines.append(f"predict     {doc['predict_url']}")
     lines.append(f"prometheus  {doc['prometheus']}")
+    queue = doc.get("queue")
+    if queue:
+        lines.append(f"queue       {queue['url']}: {queue['frontends']} frontends and "
+                     f"{queue['workers']} workers per role")
     routes = doc.get("routes")
     if routes:
-        split = (f"{routes['canary_weight_pct']}% to canary ({routes['canary']}), the rest to "
-                 f"stable ({routes['stable']})" if routes.get("canary") else
-                 f"all to stable ({routes['stable']})")
-        mirror = f", mirrored to shadow ({routes['shadow']})" if routes.get("shadow") else ""
+        def servers(role: str) -> str:
+            return ", ".join(routes[role])
+
+        split = (f"{routes['canary_weight_pct']}% to canary ({servers('canary')}), the rest to "
+                 f"stable ({servers('stable')})" if routes.get("canary") else
+                 f"all to stable ({servers('stable')})")
+        mirror = (f", mirrored to shadow ({servers('shadow')})" if routes.get("shadow")
+                  else "")
         lines.append(f"routes      {split}{mirror}; nginx config generation "
                      f"{routes['generation']}")
     else:
@@ -133,6 +142,15 @@ def up(
     stable_arg: RoleArgs = None,
     canary_arg: RoleArgs = None,
     shadow_arg: RoleArgs = None,
+    queue: Annotated[bool, typer.Option(
+        "--queue", help="Queue-decoupled serving (docs/QUEUE.md): start a redis-server and, "
+        "per role, --frontends behind nginx and --workers reading its stream.")] = False,
+    frontends: Annotated[int | None, typer.Option(
+        help="With --queue: frontends per role (validate, enqueue, answer; default 2).",
+        show_default=False)] = None,
+    workers: Annotated[int | None, typer.Option(
+        help="With --queue: workers per role (load the model, run the batches; "
+        "default 1).", show_default=False)] = None,
     timeout: Annotated[str, typer.Option(help="How long to wait for everything to be "
                                          "ready.")] = "3m",
     registry: RegistryOption = None,
@@ -140,6 +158,11 @@ def up(
     json_out: JsonOption = False,
 ) -> None:
     """Start predictors, the nginx gateway and Prometheus for NAME; wait until ready.
+
+    With --queue, each role is served queue-decoupled instead: --frontends
+    processes behind nginx put requests on a redis-server's stream (started
+    here, stopped by `dev down`) and --workers processes run them; a rollout
+    with --target local gives its canary its own frontends and workers.
 
     Stops what it started if anything fails to start. A second `up` of the
     same NAME while it runs is refused (exit 2).
@@ -152,18 +175,25 @@ def up(
 
         modelctl dev up demo-fixed --canary 2 --canary-arg inject_latency_ms=100 \\
             --scrape-interval 1s
+
+        modelctl dev up demo-fixed --queue --frontends 2 --workers 3
     """
     import devstack
     from common import parse_duration_s
-    from devstack import DevEnv, UpSpec
+    from devstack import DevEnv, DevEnvError, QueueSpec, UpSpec
 
+    given = {k: v for k, v in (("frontends", frontends), ("workers", workers)) if v is not None}
+    if given and not queue:
+        raise DevEnvError("--frontends and --workers need --queue")
+    shape = QueueSpec(**given) if queue else None
     env = DevEnv(name, state_dir)
     spec = UpSpec(name=name, registry=registry, stable=stable, canary=canary, shadow=shadow,
                   port=port, prometheus_port=prometheus_port,
                   scrape_interval_s=parse_duration_s(scrape_interval),
                   role_args={"stable": tuple(stable_arg or ()),
                              "canary": tuple(canary_arg or ()),
-                             "shadow": tuple(shadow_arg or ())})
+                             "shadow": tuple(shadow_arg or ())},
+                  queue=shape)
     err = stderr()
     state = devstack.up(env, spec, on_event=lambda line: err.print(line, markup=False))
     try:

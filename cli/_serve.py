@@ -14,7 +14,8 @@ from cli._common import RegistryOption
 
 def serve(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="NAME[@REF]: a version number, alias or latest.")],
+    ref: Annotated[str, typer.Argument(help="NAME\\[@REF]: REF is a version number, alias "
+                                        "or latest.")],
     registry: RegistryOption = None,
     port: Annotated[int, typer.Option(help="HTTP port (V1, V2, /metrics).")] = 8080,
     grpc_port: Annotated[int, typer.Option(help="gRPC port (V2).")] = 8081,
@@ -27,17 +28,25 @@ def serve(
         typer.Option(help="Where fetched versions are kept (default ~/.modelctl/cache)."),
     ] = None,
 ) -> None:
-    """Serve NAME[@REF] from the registry with the batching predictor.
+    """Serve NAME\\[@REF] from the registry with the batching predictor.
 
     The version is fetched and its checksums verified before anything loads; a
-    version that fails verification is never served. Flags after ``--`` go to the
-    predictor unchanged (see ``python -m predictor --help``).
+    version that fails verification is never served. Flags after -- go to the
+    predictor unchanged (see `python -m predictor --help`), the queue-decoupled
+    mode's among them (docs/QUEUE.md): a frontend and a worker of one version,
+    sharing a Redis, are two serve commands.
 
     Examples:
 
         modelctl serve demo-embed@stable
 
         modelctl serve demo-fixed@3 --port 9000 -- --max_batch_size 100 --max_batch_wait_ms 50
+
+        modelctl serve demo-fixed@3 --port 9000 -- --queue_url redis://127.0.0.1:6379/0 \\
+            --queue_role frontend
+
+        modelctl serve demo-fixed@3 --port 9001 -- --queue_url redis://127.0.0.1:6379/0 \\
+            --queue_role worker
     """
     from registry import Registry, parse_ref, verify_dir
 

@@ -1,18 +1,20 @@
 """The dev environment's state and files: what it started, where, and its folders.
 
 ``modelctl dev up NAME`` (``devstack._lifecycle``) starts, for model NAME from a
-registry, one predictor process per role (stable, and optionally canary and
-shadow), nginx as the gateway that splits traffic between them
-(``devstack._gateway``), and Prometheus scraping every predictor with the static
-labels ``namespace="local"`` and ``isvc=NAME``, so the shipped analysis queries
-work unchanged. Everything it starts is recorded in ``<state dir>/<NAME>/state.json``
-(PID, start time, command-line marker), and ``down`` stops exactly those
-processes. The rollout's state lives in the same file, where a cluster keeps it in
-an annotation.
+registry, one serving unit per role (stable, and optionally canary and shadow: one
+predictor process, or with ``--queue`` frontends and workers around a redis-server,
+``devstack._predictor`` and ``devstack._redis``), nginx as the gateway that splits
+traffic between them (``devstack._gateway``), and Prometheus scraping every predictor
+process with the static labels ``namespace="local"`` and ``isvc=NAME``, so the shipped
+analysis queries work unchanged. Everything it starts is recorded in
+``<state dir>/<NAME>/state.json`` (PID, start time, command-line marker), and ``down``
+stops exactly those processes. The rollout's state lives in the same file, where a
+cluster keeps it in an annotation.
 
 Layout of ``<state dir>/<NAME>/``: ``state.json``, ``.lock`` (writers hold it),
 ``events.jsonl`` (rollout decisions), ``nginx/`` (config, logs, temp files),
-``prometheus/`` (config, targets, data) and ``logs/`` (one file per predictor).
+``prometheus/`` (config, targets, data), ``redis/`` (queue mode: its AOF and log) and
+``logs/`` (one file per predictor process).
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ import fcntl
 import json
 import os
 import re
-import socket
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from devstack._errors import DevEnvError, DevEnvNotFound
 from devstack._gateway import Gateway, Routes
-from devstack._processes import ProcessRecord, spawn
+from devstack._predictor import Predictor, QueueSpec, start_unit
+from devstack._processes import ProcessRecord
 
 if TYPE_CHECKING:
     from registry import Registry
@@ -42,9 +43,6 @@ NAMESPACE = "local"
 ROLES = ("stable", "canary", "shadow")
 SCHEMA = 1
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$")
-# Flags the dev environment sets itself; extra predictor arguments may not change them.
-RESERVED_FLAGS = frozenset({"--model_name", "--model_dir", "--http_host", "--http_port",
-                            "--grpc_port", "--enable_grpc", "--role"})
 
 
 def default_state_dir() -> Path:
@@ -60,84 +58,14 @@ def check_env_name(name: str) -> str:
     return name
 
 
-def predictor_args(args: Sequence[str]) -> tuple[str, ...]:
-    """Extra predictor flags: ``--flag=value``, ``--flag value`` or ``flag=value``.
-
-    ``flag=value`` gets its ``--``; flags the environment sets itself are refused.
-    """
-    out: list[str] = []
-    wants_value = False
-    for arg in args:
-        if not wants_value and not arg.startswith("-"):
-            if "=" not in arg:
-                raise DevEnvError(f"predictor argument {arg!r}: write flag=value or "
-                                  "--flag=value")
-            arg = f"--{arg}"
-        if not wants_value and arg.startswith("-"):
-            flag = arg.split("=", 1)[0]
-            if flag in RESERVED_FLAGS:
-                raise DevEnvError(f"predictor argument {flag} is set by modelctl dev itself")
-            wants_value = "=" not in arg
-        else:
-            wants_value = False
-        out.append(arg)
-    return tuple(out)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-@dataclass(frozen=True)
-class Predictor:
-    """One predictor process: the version it serves, from the role it was started as."""
-
-    started_as: str  # its metric ``role`` label; a promoted canary keeps "canary"
-    version: int
-    uri: str
-    port: int
-    args: tuple[str, ...]
-    process: ProcessRecord
-
-    @property
-    def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    @property
-    def url(self) -> str:
-        return f"http://{self.address}"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"started_as": self.started_as, "version": self.version, "uri": self.uri,
-                "port": self.port, "args": list(self.args), "process": self.process.to_dict()}
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> Predictor:
-        return cls(started_as=str(data["started_as"]), version=int(data["version"]),
-                   uri=str(data["uri"]), port=int(data["port"]),
-                   args=tuple(str(a) for a in data.get("args", [])),
-                   process=ProcessRecord.from_dict(data["process"]))
-
-
 @dataclass(frozen=True)
 class EnvState:
     """Everything ``state.json`` holds: ports, processes, routes and the rollout.
 
     ``revision`` grows with every write: it is the rollout backend's optimistic
     concurrency token. ``rollout`` is a ``RolloutState`` as JSON (or None).
-    ``role_args`` are the extra predictor flags ``up`` was given per role.
+    ``role_args`` are the extra predictor flags ``up`` was given per role. ``queue``
+    is set in queue mode (``up --queue``), with the redis-server on ``redis_port``.
     """
 
     name: str
@@ -154,6 +82,9 @@ class EnvState:
     predictors: Mapping[str, Predictor] = field(default_factory=dict)
     role_args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     rollout: str | None = None
+    queue: QueueSpec | None = None
+    redis_port: int = 0
+    redis: ProcessRecord | None = None
 
     @property
     def model(self) -> str:
@@ -167,13 +98,19 @@ class EnvState:
     def prometheus_url(self) -> str:
         return f"http://127.0.0.1:{self.prometheus_port}"
 
+    @property
+    def queue_url(self) -> str | None:
+        """The redis-server of queue mode (None without ``--queue``)."""
+        return f"redis://127.0.0.1:{self.redis_port}/0" if self.queue else None
+
     def processes(self) -> dict[str, ProcessRecord]:
         """Every process this environment started, by a display name."""
-        found = {f"predictor-{role}": p.process for role, p in self.predictors.items()}
-        if self.nginx is not None:
-            found["nginx"] = self.nginx
-        if self.prometheus is not None:
-            found["prometheus"] = self.prometheus
+        found = {name: m.process for role, p in sorted(self.predictors.items())
+                 for name, m in p.named(role).items()}
+        for name, record in (("nginx", self.nginx), ("prometheus", self.prometheus),
+                             ("redis", self.redis)):
+            if record is not None:
+                found[name] = record
         return found
 
     def evolve(self, **changes: Any) -> EnvState:
@@ -197,13 +134,17 @@ class EnvState:
             "predictors": {k: v.to_dict() for k, v in self.predictors.items()},
             "role_args": {k: list(v) for k, v in self.role_args.items()},
             "rollout": self.rollout,
+            "queue": self.queue.to_dict() if self.queue else None,
+            "redis_port": self.redis_port,
+            "redis": self.redis.to_dict() if self.redis else None,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EnvState:
         if data.get("schema") != SCHEMA:
             raise ValueError(f"unknown schema {data.get('schema')!r}")
-        nginx, prom = data.get("nginx"), data.get("prometheus")
+        nginx, prom, redis = data.get("nginx"), data.get("prometheus"), data.get("redis")
+        queue = data.get("queue")
         return cls(
             name=str(data["name"]), registry=str(data["registry"]), port=int(data["port"]),
             admin_port=int(data["admin_port"]), prometheus_port=int(data["prometheus_port"]),
@@ -217,6 +158,9 @@ class EnvState:
             role_args={str(k): tuple(str(a) for a in v)
                        for k, v in (data.get("role_args") or {}).items()},
             rollout=data.get("rollout"),
+            queue=QueueSpec.from_dict(queue) if queue else None,
+            redis_port=int(data.get("redis_port") or 0),
+            redis=ProcessRecord.from_dict(redis) if redis else None,
         )
 
 
@@ -316,55 +260,32 @@ class DevEnv:
         registry.fetch(self.name, version, dest)
         return dest
 
-    def start_predictor(self, registry: Registry, *, role: str, version: int,
-                        args: Sequence[str]) -> Predictor:
-        """Fetch ``version`` and start a predictor for it with metric label ``role``.
+    def start_predictor(self, registry: Registry, state: EnvState, *, role: str,
+                        version: int, args: Sequence[str]) -> Predictor:
+        """Fetch ``version`` and start its unit with metric label ``role``, in the mode of
+        ``state`` (one predictor, or ``state.queue``'s frontends and workers).
 
-        Returns at once; the predictor is ready when ``/v2/health/ready`` says so.
+        Returns at once; the unit is ready when each process's ``/v2/health/ready`` says so.
         """
-        model_dir = self.fetch(registry, version)
-        port = free_port()
-        argv = [sys.executable, "-m", "predictor", "--model_name", self.name,
-                "--model_dir", str(model_dir), "--http_host", "127.0.0.1",
-                "--http_port", str(port), "--enable_grpc", "false", "--role", role, *args]
-        process = spawn(f"predictor-{role}", argv,
-                        log_path=self.logs_dir / f"predictor-{role}-v{version}-{port}.log",
-                        marker=f"--http_port {port}", env=_child_env())
-        return Predictor(started_as=role, version=version,
-                         uri=registry.storage_uri(self.name, version), port=port,
-                         args=tuple(args), process=process)
+        return start_unit(self.name, role=role, version=version,
+                          uri=registry.storage_uri(self.name, version),
+                          model_dir=self.fetch(registry, version), args=tuple(args),
+                          logs_dir=self.logs_dir, queue=state.queue, queue_url=state.queue_url)
 
-    # -- Prometheus ------------------------------------------------------------------
+    # -- Prometheus and redis ----------------------------------------------------------
     def prometheus_dir(self) -> Path:
         return self.dir / "prometheus"
 
+    def redis_dir(self) -> Path:
+        return self.dir / "redis"
+
     def write_targets(self, state: EnvState) -> None:
-        """Point Prometheus at the recorded predictors (file discovery picks it up)."""
+        """Point Prometheus at every recorded predictor process (file discovery picks it up)."""
         labels = {"namespace": NAMESPACE, "isvc": self.name}
-        groups = [{"targets": [p.address], "labels": labels}
+        groups = [{"targets": [m.address for m in p.members], "labels": labels}
                   for _, p in sorted(state.predictors.items())]
         folder = self.prometheus_dir()
         folder.mkdir(parents=True, exist_ok=True)
         staged = folder / "targets.json.new"
         staged.write_text(json.dumps(groups, indent=2) + "\n", encoding="utf-8")
         os.replace(staged, folder / "targets.json")
-
-
-def _child_env() -> dict[str, str]:
-    """Our environment, with the directory holding our packages on PYTHONPATH.
-
-    ``python -m predictor`` must import the same code as this process, installed
-    or run from a checkout. (Found without importing it: rollout talks to
-    predictors only over HTTP.)
-    """
-    import importlib.util
-
-    env = dict(os.environ)
-    spec = importlib.util.find_spec("predictor")
-    if spec is None or spec.origin is None:
-        raise DevEnvError("the predictor package is not importable from this Python "
-                          f"({sys.executable}); install modelctl into it")
-    root = str(Path(spec.origin).resolve().parent.parent)
-    existing = env.get("PYTHONPATH")
-    env["PYTHONPATH"] = root if not existing else f"{root}{os.pathsep}{existing}"
-    return env

@@ -1,7 +1,9 @@
 """The dev environment's gateway: nginx splitting traffic between stable and canary.
 
-The routes (which predictor serves each role, the canary's share, the shadow that
-gets a mirrored copy) are rendered into an nginx config: ``split_clients`` on
+The routes (which predictor processes serve each role, the canary's share, the shadow
+that gets a mirrored copy) are rendered into an nginx config: one upstream per role
+with a server per process (queue mode's frontends; otherwise the one predictor),
+``split_clients`` on
 nginx's random ``$request_id`` picks canary or stable per request, and ``mirror``
 sends a copy to the shadow without delaying the answer. A change rewrites the
 config, checks it with ``nginx -t``, and sends SIGHUP to the master: new workers
@@ -50,44 +52,63 @@ _UNSAFE_IN_PATH = set('"\\$;{}\n\r\'')
 _POLL_S = 0.02
 
 
+Addresses = tuple[str, ...]
+
+
+def _addresses(value: Any) -> Addresses:
+    """A role's addresses as JSON holds them: a list, null (no such role), or one string
+    (state files and configs from before queue mode)."""
+    if value is None:
+        return ()
+    return (str(value),) if isinstance(value, str) else tuple(str(a) for a in value)
+
+
 @dataclass(frozen=True)
 class Routes:
-    """Where the gateway sends traffic: ``host:port`` of each role, and the canary's share.
+    """Where the gateway sends traffic: the ``host:port`` servers of each role (empty: no
+    such role), and the canary's share.
 
     ``generation`` grows with every change, so a reload can be seen to have landed.
     """
 
     generation: int
-    stable: str
-    canary: str | None = None
+    stable: Addresses
+    canary: Addresses = ()
     canary_weight_pct: int = 0
-    shadow: str | None = None
+    shadow: Addresses = ()
 
     def __post_init__(self) -> None:
         if self.generation < 1:
             raise ValueError(f"generation must be >= 1, got {self.generation}")
         if not 0 <= self.canary_weight_pct <= 100:
             raise ValueError(f"canary weight {self.canary_weight_pct}% outside 0-100")
-        if self.canary is None and self.canary_weight_pct:
+        if not self.canary and self.canary_weight_pct:
             raise ValueError("a canary weight needs a canary")
-        for address in (self.stable, self.canary, self.shadow):
-            if address is not None and not _ADDRESS.match(address):
-                raise ValueError(f"not a host:port address: {address!r}")
+        if not self.stable:
+            raise ValueError("the stable route needs at least one server")
+        for role in (self.stable, self.canary, self.shadow):
+            if not isinstance(role, tuple):
+                raise TypeError(f"a route is a tuple of host:port addresses, not {role!r}")
+            for address in role:
+                if not _ADDRESS.match(address):
+                    raise ValueError(f"not a host:port address: {address!r}")
 
     def next(self, **changes: Any) -> Routes:
         """These routes with ``changes`` and the next generation."""
         return dataclasses.replace(self, generation=self.generation + 1, **changes)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"generation": self.generation, "stable": self.stable, "canary": self.canary,
-                "canary_weight_pct": self.canary_weight_pct, "shadow": self.shadow}
+        """JSON: each role a list of addresses, null when it has none."""
+        return {"generation": self.generation, "stable": list(self.stable),
+                "canary": list(self.canary) or None,
+                "canary_weight_pct": self.canary_weight_pct, "shadow": list(self.shadow) or None}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Routes:
-        return cls(generation=int(data["generation"]), stable=str(data["stable"]),
-                   canary=data.get("canary"), canary_weight_pct=int(data.get("canary_weight_pct")
-                                                                    or 0),
-                   shadow=data.get("shadow"))
+        return cls(generation=int(data["generation"]), stable=_addresses(data["stable"]),
+                   canary=_addresses(data.get("canary")),
+                   canary_weight_pct=int(data.get("canary_weight_pct") or 0),
+                   shadow=_addresses(data.get("shadow")))
 
 
 def _quoted(path: Path) -> str:
@@ -99,7 +120,7 @@ def _quoted(path: Path) -> str:
 
 
 def _split(routes: Routes) -> str:
-    weight = routes.canary_weight_pct if routes.canary else 0
+    weight = routes.canary_weight_pct
     if weight == 0:
         return "        * stable;"
     if weight == 100:
@@ -107,16 +128,18 @@ def _split(routes: Routes) -> str:
     return f"        {weight}% canary;\n        * stable;"
 
 
+def _servers(addresses: Addresses, extra: str = "") -> list[str]:
+    return [f"        server {a} max_fails=0{extra};" for a in addresses]
+
+
 def _upstreams(routes: Routes) -> str:
-    blocks = [f"    upstream stable {{\n        server {routes.stable} max_fails=0;\n    }}"]
+    groups = {"stable": _servers(routes.stable)}
     if routes.canary:
-        blocks.append(
-            f"    upstream canary {{\n        server {routes.canary} max_fails=0;\n"
-            f"        server {routes.stable} max_fails=0 backup;\n    }}")
+        groups["canary"] = _servers(routes.canary) + _servers(routes.stable, " backup")
     if routes.shadow:
-        blocks.append(f"    upstream shadow {{\n        server {routes.shadow} max_fails=0;\n"
-                      "    }")
-    return "\n".join(blocks)
+        groups["shadow"] = _servers(routes.shadow)
+    return "\n".join(f"    upstream {name} {{\n" + "\n".join(lines) + "\n    }"
+                     for name, lines in groups.items())
 
 
 def _mirror(routes: Routes) -> tuple[str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,17 +13,20 @@ from typing import Any
 import httpx
 
 from common import format_promql_duration
-from devstack._env import ROLES, DevEnv, EnvState, free_port, port_is_free, predictor_args
+from devstack._env import ROLES, DevEnv, EnvState
 from devstack._errors import DevEnvError, DevEnvRunning
 from devstack._gateway import Routes
+from devstack._predictor import QueueSpec, predictor_args
 from devstack._processes import (
     ProcessRecord,
+    free_port,
     is_alive,
     log_tail,
-    send_signal,
+    port_is_free,
     spawn,
-    wait_gone,
+    stop_all,
 )
+from devstack._redis import redis_answers, start_redis
 
 PROMETHEUS_BIN = "/usr/bin/prometheus"
 READY = "ready"
@@ -36,7 +39,8 @@ Tick = Callable[[Mapping[str, str]], None]
 
 @dataclass(frozen=True)
 class UpSpec:
-    """What ``modelctl dev up`` starts: refs per role, ports, scrape interval, extra flags."""
+    """What ``modelctl dev up`` starts: refs per role, ports, scrape interval, extra flags,
+    and ``queue`` (None: one in-process predictor per role)."""
 
     name: str
     registry: str | None = None
@@ -47,6 +51,7 @@ class UpSpec:
     prometheus_port: int = 0  # 0: any free port
     scrape_interval_s: float = 5.0
     role_args: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    queue: QueueSpec | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.port <= 65535:
@@ -65,7 +70,8 @@ class UpSpec:
 
 
 def up(env: DevEnv, spec: UpSpec, *, on_event: Callable[[str], None] | None = None) -> EnvState:
-    """Start the predictors, nginx and Prometheus; return at once (see ``wait_ready``).
+    """Start redis-server (queue mode), the predictors, nginx and Prometheus; return at
+    once (see ``wait_ready``).
 
     Refuses (``DevEnvRunning``) while a process of an earlier ``up`` still runs. If
     starting fails half-way, what was started is stopped again.
@@ -88,9 +94,10 @@ def up(env: DevEnv, spec: UpSpec, *, on_event: Callable[[str], None] | None = No
         state = EnvState(
             name=env.name, registry=registry.url, port=spec.port, admin_port=free_port(),
             prometheus_port=spec.prometheus_port or free_port(),
-            scrape_interval_s=spec.scrape_interval_s, routes=Routes(1, "127.0.0.1:1"),
+            scrape_interval_s=spec.scrape_interval_s, routes=Routes(1, ("127.0.0.1:1",)),
             created_at=time.time(),
             role_args={role: predictor_args(a) for role, a in spec.role_args.items() if a},
+            queue=spec.queue, redis_port=free_port() if spec.queue else 0,
         )
         state = env.write(state)
         try:
@@ -119,15 +126,22 @@ def _check_not_running(env: DevEnv) -> None:
 
 def _start_all(env: DevEnv, state: EnvState, registry: Any, versions: Mapping[str, int],
                say: Callable[[str], None]) -> EnvState:
+    if state.queue is not None:
+        say(f"starting redis-server on {state.queue_url}")
+        state = env.write(state.evolve(redis=start_redis(env.redis_dir(), state.redis_port)))
     for role, version in versions.items():
-        say(f"starting predictor-{role}: {env.name}@{version}")
-        predictor = env.start_predictor(registry, role=role, version=version,
+        shape = (f" ({state.queue.frontends} frontends, {state.queue.workers} workers)"
+                 if state.queue else "")
+        say(f"starting predictor-{role}: {env.name}@{version}{shape}")
+        predictor = env.start_predictor(registry, state, role=role, version=version,
                                         args=state.role_args.get(role, ()))
         state = env.write(state.with_predictor(role, predictor))
-    stable, canary = state.predictors["stable"], state.predictors.get("canary")
-    shadow = state.predictors.get("shadow")
-    routes = Routes(1, stable.address, canary.address if canary else None, 0,
-                    shadow.address if shadow else None)
+
+    def addresses(role: str) -> tuple[str, ...]:
+        unit = state.predictors.get(role)
+        return unit.addresses if unit else ()
+
+    routes = Routes(1, addresses("stable"), addresses("canary"), 0, addresses("shadow"))
     gateway = env.gateway(state)
     say(f"starting nginx on {gateway.url}")
     state = env.write(state.evolve(routes=routes, nginx=gateway.start(routes)))
@@ -173,8 +187,11 @@ def _predictor_ready(url: str) -> Callable[[], bool]:
 def readiness(env: DevEnv, state: EnvState) -> dict[str, str]:
     """Each component's state now: ``ready``, ``starting`` or ``exited``."""
     checks: dict[str, tuple[ProcessRecord | None, Callable[[], bool]]] = {}
+    if state.queue is not None:
+        checks["redis"] = (state.redis, lambda: redis_answers(state.redis_port))
     for role, p in sorted(state.predictors.items()):
-        checks[f"predictor-{role}"] = (p.process, _predictor_ready(p.url))
+        for name, member in p.named(role).items():
+            checks[name] = (member.process, _predictor_ready(member.url))
     gateway = env.gateway(state)
 
     def gateway_ready() -> bool:
@@ -217,25 +234,26 @@ def wait_ready(env: DevEnv, state: EnvState, *, timeout_s: float = 180.0,
 
 # -- down --------------------------------------------------------------------------------
 def _stop_all(state: EnvState, timeout_s: float = 30.0) -> list[str]:
-    """Signal every recorded process that is still ours, then wait; SIGKILL stragglers."""
-    # nginx first, gracefully (SIGQUIT: it finishes what it holds), so that no request
-    # reaches a predictor that is shutting down.
-    order = [("nginx", state.nginx, signal.SIGQUIT)]
-    order += [(f"predictor-{role}", p.process, signal.SIGTERM)
-              for role, p in sorted(state.predictors.items())]
-    order.append(("prometheus", state.prometheus, signal.SIGTERM))
-    stopped: list[tuple[str, ProcessRecord]] = []
-    for name, process, sig in order:
-        if process is not None and send_signal(process, sig):
-            stopped.append((name, process))
-            if name == "nginx":
-                wait_gone(process, timeout_s)
-    deadline = time.monotonic() + timeout_s
-    for _, process in stopped:
-        if not wait_gone(process, max(0.0, deadline - time.monotonic())):
-            send_signal(process, signal.SIGKILL)
-            wait_gone(process, 10.0)
-    return [name for name, _ in stopped]
+    """Stop every recorded process that is still ours, in stages; SIGKILL stragglers.
+
+    nginx first, gracefully (SIGQUIT: it finishes what it holds), so that no request
+    reaches a predictor that is shutting down; then the predictors and queue frontends
+    (they answer what they hold) with Prometheus; then the workers those frontends wait
+    on; redis-server last, once the workers have acknowledged what they finished.
+    """
+    names = {record: name for name, record in state.processes().items()}
+    units = [p for _, p in sorted(state.predictors.items())]
+    stages: list[tuple[Sequence[ProcessRecord | None], signal.Signals]] = [
+        ((state.nginx,), signal.SIGQUIT),
+        ((*(m.process for p in units for m in p.servers), state.prometheus), signal.SIGTERM),
+        (tuple(m.process for p in units for m in p.workers), signal.SIGTERM),
+        ((state.redis,), signal.SIGTERM),
+    ]
+    stopped: list[str] = []
+    for records, sig in stages:
+        present = [r for r in records if r is not None]
+        stopped += [names[r] for r in stop_all(present, sig=sig, timeout_s=timeout_s)]
+    return stopped
 
 
 def down(env: DevEnv, *, timeout_s: float = 30.0) -> list[str]:
@@ -256,13 +274,18 @@ def status_doc(env: DevEnv) -> dict[str, Any]:
     found = readiness(env, state)
     components: list[dict[str, Any]] = []
     for role, p in sorted(state.predictors.items()):
-        components.append({
-            "name": f"predictor-{role}", "pid": p.process.pid,
-            "state": found[f"predictor-{role}"], "url": p.url, "version": p.version,
-            "role_label": p.started_as, "args": list(p.args), "log": p.process.log,
-        })
-    for name, process, url in (("nginx", state.nginx, state.gateway_url),
-                               ("prometheus", state.prometheus, state.prometheus_url)):
+        for name, member in p.named(role).items():
+            components.append({
+                "name": name, "kind": name.partition("-")[0], "role": role,
+                "pid": member.process.pid, "state": found[name], "url": member.url,
+                "version": p.version, "role_label": p.started_as, "args": list(p.args),
+                "log": member.process.log,
+            })
+    others = [("nginx", state.nginx, state.gateway_url),
+              ("prometheus", state.prometheus, state.prometheus_url)]
+    if state.queue is not None:
+        others.append(("redis", state.redis, state.queue_url or ""))
+    for name, process, url in others:
         components.append({"name": name, "pid": process.pid if process else None,
                            "state": found[name], "url": url,
                            "log": process.log if process else None})
@@ -277,6 +300,8 @@ def status_doc(env: DevEnv) -> dict[str, Any]:
         "gateway": state.gateway_url,
         "predict_url": f"{state.gateway_url}/v1/models/{env.name}:predict",
         "prometheus": state.prometheus_url,
+        "queue": ({**state.queue.to_dict(), "url": state.queue_url} if state.queue
+                  else None),
         "components": components,
         "routes": loaded.to_dict() if loaded else None,
         "rollout": rollout,

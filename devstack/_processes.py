@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -73,6 +74,23 @@ def spawn(name: str, argv: Sequence[str], *, log_path: Path, marker: str,
         created = time.time()  # it is already gone and reaped: is_alive says so
     return ProcessRecord(name=name, pid=pid, create_time=created, marker=marker,
                          log=str(log_path))
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
 
 
 def _reap(pid: int) -> None:
@@ -148,18 +166,26 @@ def wait_gone(record: ProcessRecord, timeout_s: float) -> bool:
     return True
 
 
-def stop(record: ProcessRecord, *, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> bool:
-    """Ask the process to stop with ``sig``; SIGKILL it after ``timeout_s``.
+def stop_all(records: Sequence[ProcessRecord], *, sig: int = signal.SIGTERM,
+             timeout_s: float = 30.0) -> list[ProcessRecord]:
+    """Send ``sig`` to each recorded process still ours, then wait for all of them together;
+    SIGKILL any still running after ``timeout_s``. Returns the ones that were running.
 
-    Returns True if it was running. Only the recorded PID is signalled, and only
-    after its start time and command line are checked.
+    Only the recorded PIDs are signalled, and only after their start time and command
+    line are checked.
     """
-    if not send_signal(record, sig):
-        return False
-    if not wait_gone(record, timeout_s):
-        send_signal(record, signal.SIGKILL)
-        wait_gone(record, 10.0)
-    return True
+    signalled = [record for record in records if send_signal(record, sig)]
+    deadline = time.monotonic() + timeout_s
+    for record in signalled:
+        if not wait_gone(record, max(0.0, deadline - time.monotonic())):
+            send_signal(record, signal.SIGKILL)
+            wait_gone(record, 10.0)
+    return signalled
+
+
+def stop(record: ProcessRecord, *, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> bool:
+    """``stop_all`` for one process: True if it was running."""
+    return bool(stop_all([record], sig=sig, timeout_s=timeout_s))
 
 
 def log_tail(path: str | Path, chars: int = 2000) -> str:

@@ -1,14 +1,15 @@
 """The ``local`` traffic backend: a canary behind the nginx gateway of ``modelctl dev``.
 
 The same ``TrafficBackend`` as KServe, carried out on one machine: ``Deploy`` starts
-(or re-uses) a canary predictor for the new version and, once it answers ready,
+(or re-uses) a canary for the new version (one predictor, or in queue mode its own
+frontends and workers on the version's own stream) and, once it answers ready,
 routes the first weight to it; ``SetWeight`` rewrites nginx's ``split_clients`` and
 reloads; ``Promote`` points the stable route at the canary's process (the roles
 swap, nothing restarts, like KServe's Standard mode) and stops the old stable;
 ``Rollback`` sends all traffic to stable at once and then stops the canary.
 Before a predictor is stopped, nginx has reloaded without it and its old workers
 have finished every request they held, so no request reaches a predictor that is
-going away.
+going away; a queue unit's frontends stop before the workers they wait on.
 
 The rollout's state (the engine's own ``RolloutState`` JSON) lives in the
 environment's ``state.json`` instead of an InferenceService annotation; the
@@ -27,10 +28,11 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from devstack._env import NAMESPACE, DevEnv, EnvState, Predictor, predictor_args
+from devstack._env import NAMESPACE, DevEnv, EnvState
 from devstack._errors import DevEnvError
 from devstack._gateway import Routes
-from devstack._processes import is_alive, log_tail, stop
+from devstack._predictor import Predictor, predictor_args
+from devstack._processes import is_alive, log_tail
 from rollout._errors import Conflict, RolloutError
 from rollout._state import Decision, RolloutState
 from rollout.backends._interface import (
@@ -53,10 +55,12 @@ MODE = "local"
 
 
 def _is_ready(predictor: Predictor | None) -> bool:
-    if predictor is None or not is_alive(predictor.process):
+    """Every process of the unit runs and answers ``/v2/health/ready``."""
+    if predictor is None or not predictor.is_running():
         return False
     try:
-        return httpx.get(f"{predictor.url}/v2/health/ready", timeout=2.0).status_code == 200
+        return all(httpx.get(f"{m.url}/v2/health/ready", timeout=2.0).status_code == 200
+                   for m in predictor.members)
     except httpx.HTTPError:
         return False
 
@@ -102,18 +106,18 @@ class LocalNginxBackend:
         canary_ready = bool(state and canary and canary.version == state.canary_version
                             and _is_ready(canary))
         weight = 0
-        if loaded is not None and canary is not None and loaded.canary == canary.address:
+        if loaded is not None and canary is not None and loaded.canary == canary.addresses:
             weight = loaded.canary_weight_pct
         restored = state is None or (canary is None and loaded is not None
-                                     and loaded.canary is None)
+                                     and not loaded.canary)
         # Routes and the state are written together (one locked write), so what the
         # routes ask for is what the state asked for.
         requested = None
         if state and canary and canary.version == state.canary_version and current.routes.canary:
             requested = current.routes.canary_weight_pct
         promoted = bool(state and stable and stable.version == state.canary_version
-                        and canary is None and loaded is not None and loaded.canary is None
-                        and loaded.stable == stable.address)
+                        and canary is None and loaded is not None and not loaded.canary
+                        and loaded.stable == stable.addresses)
         return Observation(
             target=self.target, mode=MODE, version=str(current.revision), state=state,
             served=Served(model=current.model, version=stable.version if stable else None,
@@ -160,7 +164,7 @@ class LocalNginxBackend:
         if isinstance(change, Deploy):
             return self._deploy(current, change)
         if isinstance(change, SetWeight):
-            if current.routes.canary is None:
+            if not current.routes.canary:
                 raise RolloutError(f"{self.target}: no canary predictor to send "
                                    f"{change.weight_pct}% to")
             return self._route(current, current.routes.next(canary_weight_pct=change.weight_pct))
@@ -188,13 +192,13 @@ class LocalNginxBackend:
         args = self._canary_args(current)
         canary = current.predictors.get("canary")
         reusable = (canary is not None and canary.version == change.version
-                    and canary.args == args and is_alive(canary.process))
+                    and canary.args == args and canary.is_running())
         if canary is not None and not reusable:
             current = self._remove_canary(current)
         if not reusable:
             current = self._start_canary(current, change.version, args)
         canary = current.predictors["canary"]
-        return self._route(current, current.routes.next(canary=canary.address,
+        return self._route(current, current.routes.next(canary=canary.addresses,
                                                         canary_weight_pct=change.weight_pct))
 
     def _start_canary(self, current: EnvState, version: int,
@@ -202,30 +206,31 @@ class LocalNginxBackend:
         from registry import Registry
 
         registry = self._registry or Registry.open(current.registry)
-        canary = self.env.start_predictor(registry, role="canary", version=version, args=args)
+        canary = self.env.start_predictor(registry, current, role="canary", version=version,
+                                          args=args)
         current = self.env.write(current.with_predictor("canary", canary))
         self.env.write_targets(current)
         deadline = time.monotonic() + self.ready_timeout_s
         while not _is_ready(canary):
-            exited = not is_alive(canary.process)
-            if exited or time.monotonic() >= deadline:
-                stop(canary.process)
+            gone = [m for m in canary.members if not is_alive(m.process)]
+            if gone or time.monotonic() >= deadline:
+                canary.stop()
                 current = self.env.write(current.with_predictor("canary", None))
                 self.env.write_targets(current)
-                why = "exited" if exited else f"was not ready after {self.ready_timeout_s:g}s"
+                why = "exited" if gone else f"was not ready after {self.ready_timeout_s:g}s"
+                log_path = (gone or canary.servers)[0].process.log
                 raise DevEnvError(f"the canary predictor {self.isvc}@{version} {why}; the end "
-                                  f"of {canary.process.log}:\n"
-                                  f"{log_tail(canary.process.log, 1500).rstrip()}")
+                                  f"of {log_path}:\n{log_tail(log_path, 1500).rstrip()}")
             time.sleep(0.2)
         return current
 
     def _remove_canary(self, current: EnvState) -> EnvState:
-        """All traffic to stable at once (reload, drained), then stop the canary process."""
-        if current.routes.canary is not None:
-            current = self._route(current, current.routes.next(canary=None, canary_weight_pct=0))
+        """All traffic to stable at once (reload, drained), then stop the canary's processes."""
+        if current.routes.canary:
+            current = self._route(current, current.routes.next(canary=(), canary_weight_pct=0))
         canary = current.predictors.get("canary")
         if canary is not None:
-            stop(canary.process)
+            canary.stop()
             current = self.env.write(current.with_predictor("canary", None))
             self.env.write_targets(current)
         return current
@@ -235,12 +240,12 @@ class LocalNginxBackend:
         if canary is None:  # already promoted: the canary's process serves as stable
             return current
         old = current.predictors.get("stable")
-        routes = current.routes.next(stable=canary.address, canary=None, canary_weight_pct=0)
+        routes = current.routes.next(stable=canary.addresses, canary=(), canary_weight_pct=0)
         current = self._route(current, routes)
         current = self.env.write(current.with_predictor("stable", canary)
                                  .with_predictor("canary", None))
         if old is not None:
-            stop(old.process)
+            old.stop()
         self.env.write_targets(current)
         return current
 
@@ -254,18 +259,20 @@ class LocalNginxBackend:
         if isinstance(change, Deploy):
             args = self._canary_args(current)
             if canary is None or canary.version != change.version or canary.args != args:
-                starts.append(f"predictor-canary {self.isvc}@{change.version} "
+                shape = (f" ({current.queue.frontends} frontends, {current.queue.workers} "
+                         "workers)" if current.queue else "")
+                starts.append(f"predictor-canary {self.isvc}@{change.version}{shape} "
                               f"{' '.join(args)}".rstrip())
                 stops += ["predictor-canary"] if canary else []
-            routes = routes.next(canary=canary.address if canary else "127.0.0.1:0",
+            routes = routes.next(canary=canary.addresses if canary else ("127.0.0.1:0",),
                                  canary_weight_pct=change.weight_pct)
         elif isinstance(change, SetWeight):
             routes = routes.next(canary_weight_pct=change.weight_pct)
         elif isinstance(change, Promote) and canary is not None:
-            routes = routes.next(stable=canary.address, canary=None, canary_weight_pct=0)
+            routes = routes.next(stable=canary.addresses, canary=(), canary_weight_pct=0)
             stops.append("predictor-stable (the canary's process becomes stable)")
         elif isinstance(change, Rollback) and canary is not None:
-            routes = routes.next(canary=None, canary_weight_pct=0)
+            routes = routes.next(canary=(), canary_weight_pct=0)
             stops.append("predictor-canary")
         return {"target": self.target, "change": type(change).__name__,
                 "routes": routes.to_dict(), "start": starts, "stop": stops,
@@ -296,9 +303,19 @@ class LocalNginxBackend:
         return self.env.read().prometheus_url
 
 
+def _where(predictor: Predictor) -> dict[str, Any]:
+    """Where a unit runs: its one predictor's address and PID, or its queue processes."""
+    def listed(members: Any) -> list[dict[str, Any]]:
+        return [{"address": m.address, "pid": m.process.pid} for m in members]
+
+    if predictor.is_queued:
+        return {"frontends": listed(predictor.servers), "workers": listed(predictor.workers)}
+    return listed(predictor.servers)[0]
+
+
 def _detail(current: EnvState, loaded: Routes | None) -> dict[str, Any]:
-    predictors = {role: {"version": p.version, "address": p.address, "pid": p.process.pid,
-                         "role_label": p.started_as, "args": list(p.args)}
+    predictors = {role: {"version": p.version, "role_label": p.started_as,
+                         "args": list(p.args), **_where(p)}
                   for role, p in sorted(current.predictors.items())}
     return {"gateway": current.gateway_url, "prometheus": current.prometheus_url,
             "routes": loaded.to_dict() if loaded else None, "predictors": predictors}

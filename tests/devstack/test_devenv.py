@@ -1,5 +1,6 @@
 """The dev environment's parts without a running environment: process identity, the state
-file, the local backend's concurrency, and the CLI's one-line errors."""
+file (and one written before queue mode), the local backend's concurrency, and the CLI's
+one-line errors."""
 
 from __future__ import annotations
 
@@ -10,9 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from devstack import DevEnv, DevEnvError
-from devstack._env import EnvState, Predictor, predictor_args
+from devstack import DevEnv, DevEnvError, QueueSpec
+from devstack._env import EnvState
 from devstack._gateway import Routes
+from devstack._predictor import Member, Predictor, predictor_args
 from devstack._processes import (
     ProcessRecord,
     is_alive,
@@ -20,6 +22,7 @@ from devstack._processes import (
     send_signal,
     spawn,
     stop,
+    stop_all,
 )
 from rollout import Conflict, Plan, RolloutState
 from rollout.backends import LocalNginxBackend, make_backend
@@ -36,6 +39,10 @@ def test_predictor_args_take_three_spellings_and_refuse_what_dev_sets() -> None:
         predictor_args(["http_port=1"])
     with pytest.raises(DevEnvError, match="write flag=value"):
         predictor_args(["oops"])
+    with pytest.raises(DevEnvError, match=r"--queue_role is set by .* `modelctl dev up --queue`"):
+        predictor_args(["--queue_role", "worker"])
+    with pytest.raises(DevEnvError, match="--workers must be within 1-16, got 0"):
+        QueueSpec(workers=0)
 
 
 def _sleeper(tmp_path: Path, name: str = "sleeper") -> ProcessRecord:
@@ -61,14 +68,21 @@ def test_a_process_is_signalled_only_while_it_is_still_the_one_recorded(tmp_path
     assert log_tail(tmp_path / "missing.log") == ""
 
 
+def test_stop_all_signals_together_and_returns_only_what_ran(tmp_path: Path) -> None:
+    first, second = _sleeper(tmp_path, "first"), _sleeper(tmp_path, "second")
+    stop(second, timeout_s=5)
+    assert stop_all([first, second], timeout_s=5) == [first]
+    assert not is_alive(first)
+
+
 def _env_with_dead_processes(tmp_path: Path) -> DevEnv:
     """An environment whose recorded processes have all exited (a machine that rebooted)."""
     env = DevEnv(MODEL, tmp_path / "dev")
     gone = _sleeper(tmp_path, "gone")
     stop(gone, timeout_s=5)
-    stable = Predictor("stable", 1, "file:///r/rehearse/1", 1, (), gone)
+    stable = Predictor("stable", 1, "file:///r/rehearse/1", (), (Member(1, gone),))
     state = EnvState(name=MODEL, registry=str(tmp_path / "registry"), port=1, admin_port=2,
-                     prometheus_port=3, scrape_interval_s=1.0, routes=Routes(1, stable.address),
+                     prometheus_port=3, scrape_interval_s=1.0, routes=Routes(1, stable.addresses),
                      nginx=gone, prometheus=gone, predictors={"stable": stable})
     with env.locked():
         env.write(state)
@@ -83,6 +97,61 @@ def test_the_state_file_round_trips_and_counts_revisions(tmp_path: Path) -> None
     env.state_path.write_text("{not json")
     with pytest.raises(DevEnvError, match="is damaged"):
         env.read()
+
+
+def _record(name: str, pid: int) -> dict[str, object]:
+    return {"name": name, "pid": pid, "create_time": 1.5, "marker": f"--http_port {pid}",
+            "log": f"/l/{name}.log"}
+
+
+# state.json as written before queue mode: one predictor per role, its port and process
+# at the top level, each route one address, no queue fields.
+OLD_STATE = {
+    "schema": 1, "name": MODEL, "registry": "/r", "port": 8080, "admin_port": 8081,
+    "prometheus_port": 9090, "scrape_interval_s": 1.0, "revision": 7, "created_at": 2.0,
+    "routes": {"generation": 4, "stable": "127.0.0.1:4001", "canary": "127.0.0.1:4002",
+               "canary_weight_pct": 20, "shadow": None},
+    "nginx": _record("nginx", 10), "prometheus": _record("prometheus", 11),
+    "predictors": {
+        "stable": {"started_as": "stable", "version": 1, "uri": "file:///r/1", "port": 4001,
+                   "args": [], "process": _record("predictor-stable", 4001)},
+        "canary": {"started_as": "canary", "version": 2, "uri": "file:///r/2", "port": 4002,
+                   "args": ["--inject_latency_ms=100"],
+                   "process": _record("predictor-canary", 4002)},
+    },
+    "role_args": {}, "rollout": None,
+}
+
+
+def test_a_state_file_from_before_queue_mode_still_reads() -> None:
+    state = EnvState.from_dict(OLD_STATE)
+    assert state.queue is None and state.redis is None and state.queue_url is None
+    canary = state.predictors["canary"]
+    assert canary.servers == (Member(4002, ProcessRecord.from_dict(
+        _record("predictor-canary", 4002))),) and canary.workers == ()
+    assert not canary.is_queued and canary.args == ("--inject_latency_ms=100",)
+    assert state.routes == Routes(4, ("127.0.0.1:4001",), ("127.0.0.1:4002",), 20)
+    assert sorted(state.processes()) == ["nginx", "predictor-canary", "predictor-stable",
+                                         "prometheus"]
+    assert EnvState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_a_queue_mode_state_round_trips_and_names_every_process() -> None:
+    def member(port: int, name: str) -> Member:
+        return Member(port, ProcessRecord.from_dict(_record(name, port)))
+
+    stable = Predictor("stable", 1, "file:///r/1", ("--max_batch_size=8",),
+                       servers=(member(5001, "frontend-stable"), member(5002, "frontend-stable")),
+                       workers=(member(5003, "worker-stable"),))
+    state = EnvState.from_dict(OLD_STATE).evolve(
+        predictors={"stable": stable}, routes=Routes(5, stable.addresses),
+        queue=QueueSpec(frontends=2, workers=1), redis_port=6390,
+        redis=ProcessRecord.from_dict(_record("redis", 12)))
+    assert EnvState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+    assert state.queue_url == "redis://127.0.0.1:6390/0" and stable.is_queued
+    assert stable.addresses == ("127.0.0.1:5001", "127.0.0.1:5002")
+    assert sorted(state.processes()) == ["frontend-stable-1", "frontend-stable-2", "nginx",
+                                         "prometheus", "redis", "worker-stable-1"]
 
 
 def test_the_local_backend_refuses_stale_writes_and_reports_what_blocks_a_start(
@@ -130,6 +199,10 @@ def clean_env(tmp_path: Path, dev_registry: Path, monkeypatch: pytest.MonkeyPatc
      "duration 'fast': expected a number with ms, s, m or h, e.g. 60s"),
     (("dev", "up", MODEL, "--scrape-interval", "0s"), "duration '0s' must be greater than zero"),
     (("dev", "up", MODEL, "--scrape-interval", "10m"), "--scrape-interval must be within 100ms-5m"),
+    (("dev", "up", MODEL, "--frontends", "3"), "--frontends and --workers need --queue"),
+    (("dev", "up", MODEL, "--queue", "--workers", "0"), "--workers must be within 1-16, got 0"),
+    (("dev", "up", MODEL, "--queue", "--stable-arg", "queue_url=redis://x:1/0"),
+     "--queue_url is set by modelctl dev itself"),
     (("rollout", "status", MODEL, "--target", "local"), f"no dev environment '{MODEL}' is up"),
     (("rollout", "start", MODEL, "--to", f"{MODEL}@1", "--canary-arg", "a=1", "--kubeconfig",
       "/nonexistent"), "--canary-arg works only with --target local"),

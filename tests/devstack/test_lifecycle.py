@@ -115,7 +115,7 @@ def _prometheus_scrapes_with_static_labels(dev_cli: DevCli) -> None:
 def _down_stops_exactly_what_it_started(dev_cli: DevCli) -> None:
     state = state_of(dev_cli.state_dir, NAME)
     pids = [state["nginx"]["pid"], state["prometheus"]["pid"]]
-    pids += [p["process"]["pid"] for p in state["predictors"].values()]
+    pids += [m["process"]["pid"] for p in state["predictors"].values() for m in p["servers"]]
     pids += [c.pid for c in psutil.Process(state["nginx"]["pid"]).children()]  # its workers
     assert all(_running(pid) for pid in pids)
     down = dev_cli.json("dev", "down", NAME)
@@ -126,4 +126,5 @@ def _down_stops_exactly_what_it_started(dev_cli: DevCli) -> None:
     gone = dev_cli.run("dev", "status", NAME)
     assert gone.returncode == 2 and f"no dev environment '{NAME}' is up" in gone.stderr
     logs = json.dumps(state)  # the logs stay for a post-mortem
-    assert all(Path(p["process"]["log"]).exists() for p in state["predictors"].values()), logs
+    assert all(Path(m["process"]["log"]).exists() for p in state["predictors"].values()
+               for m in p["servers"]), logs

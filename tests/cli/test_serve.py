@@ -1,0 +1,65 @@
+"""``modelctl serve NAME@REF -- FLAGS``: the flags after ``--`` reach the predictor.
+
+A real ``modelctl serve`` frontend and a real ``modelctl serve`` worker, both given
+``--queue_url … --queue_role …`` after ``--``, share a real redis-server: a request
+sent to the frontend is answered by way of the version's stream, which only happens
+when both processes run in the role they were given.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support import ManagedProcess, free_port, wait_http_ok
+from tests.support.devstack import MODEL
+from tests.support.redis import RedisServer
+
+ROOT = Path(__file__).resolve().parents[2]
+Start = Callable[..., tuple[ManagedProcess, str]]
+
+
+@pytest.fixture
+def serve(dev_registry: Path, tmp_path: Path) -> Iterator[Start]:
+    """Starts ``modelctl serve rehearse@1 -- EXTRA`` as a process; returns it and its URL."""
+    started: list[ManagedProcess] = []
+
+    def start(role: str, *extra: str) -> tuple[ManagedProcess, str]:
+        port = free_port()
+        argv = [sys.executable, "-m", "cli", "serve", f"{MODEL}@1", "--registry",
+                str(dev_registry), "--cache-dir", str(tmp_path / "cache"), "--port", str(port),
+                "--grpc-port", str(free_port()), "--", *extra]
+        proc = ManagedProcess(f"serve-{role}", argv, log_dir=tmp_path, cwd=ROOT)
+        started.append(proc)
+        return proc, f"http://127.0.0.1:{port}"
+
+    yield start
+    for proc in started:
+        proc.stop()
+
+
+def test_queue_flags_after_the_double_dash_reach_the_predictor(
+        serve: Start, redis_server: RedisServer) -> None:
+    queue = ("--queue_url", redis_server.url)
+    frontend, frontend_url = serve("frontend", *queue, "--queue_role", "frontend")
+    worker, worker_url = serve("worker", *queue, "--queue_role", "worker")
+    wait_http_ok(f"{frontend_url}/v2/health/ready", timeout_s=60, proc=frontend)
+    wait_http_ok(f"{worker_url}/v2/health/ready", timeout_s=60, proc=worker)
+
+    reply = httpx.post(f"{frontend_url}/v1/models/{MODEL}:predict",
+                       json={"instances": ["through the queue"]}, timeout=30)
+    assert reply.status_code == 200, reply.text
+    assert reply.json() == {"predictions": ["through the queue"]}
+    stream = f"modelctl:{{{MODEL}:1}}:requests"
+    groups = redis_server.client().xinfo_groups(stream)
+    assert groups[0]["entries-read"] >= 1  # it went through the stream, to the worker
+    assert 'role="stable"' in next(line for line in httpx.get(
+        f"{frontend_url}/metrics", timeout=10).text.splitlines()
+        if line.startswith("modelctl_stream_depth{"))
+    refused = httpx.post(f"{worker_url}/v1/models/{MODEL}:predict", json={"instances": ["x"]},
+                         timeout=10)
+    assert refused.status_code == 404 and "queue worker" in refused.text
