@@ -129,6 +129,17 @@ def _server_class() -> type[Any]:
         def _add_middlewares(self, app: Any) -> None:
             return None
 
+        not_ready: Any = None
+
+        def _add_exception_handlers(self, app: Any) -> None:
+            # KServe registers its handlers when the server starts; ours replaces its
+            # ModelNotReady one (a 503 without Retry-After, logged with a traceback).
+            from kserve.errors import ModelNotReady
+
+            super()._add_exception_handlers(app)
+            if self.not_ready is not None:
+                app.add_exception_handler(ModelNotReady, self.not_ready)
+
     class ModelReadyDataPlane(DataPlane):
         async def ready(self) -> bool:
             models = list(self.model_registry.get_models().values())
@@ -169,6 +180,7 @@ def _server_class() -> type[Any]:
                 timeout_keep_alive=self.timeout_keep_alive,
                 ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
             )
+            self._rest_server.not_ready = not_ready_handler(self._model)
             # KServe's app, wrapped (outermost first): request IDs, body limits and
             # metrics; mirroring and capture; the V1 fast path. All three see KServe's own
             # answers too (404, 400 for bad JSON), so counts and captures are complete.
@@ -259,6 +271,18 @@ def _server_class() -> type[Any]:
             self._rest_server._server.should_exit = True
 
     return PredictorServer
+
+
+def not_ready_handler(model: BatchingModel) -> Any:
+    """KServe's ModelNotReady (its routes ask ``healthy()`` first) as a 503: with
+    Retry-After when the model is not draining, i.e. a queue frontend whose Redis is away."""
+    from fastapi.responses import JSONResponse
+
+    async def handler(request: Any, exc: Exception) -> Any:
+        headers = {"retry-after": "2"} if model.ready else {}
+        return JSONResponse(status_code=503, content={"error": str(exc)}, headers=headers)
+
+    return handler
 
 
 def freeze_heap() -> None:

@@ -232,7 +232,9 @@ class QueueWorker:
                 continue
             self.metrics.redeliveries.labels(**self.metrics.labels).inc()
             logger.info("claimed %s (delivery %d): running it alone", key, deliveries)
-            await self._take(key, fields, alone=True)  # one suspect at a time
+            # One suspect at a time. Shielded: stop() cancels this loop when it lingers,
+            # and cancelling it must not cancel the request in hand (stop() waits for it).
+            await asyncio.shield(self._take(key, fields, alone=True))
 
     async def _deliveries(self, entry_id: str) -> int:
         try:
