@@ -87,7 +87,7 @@ class BatchingModel(kserve.Model):
         self._batcher_lock: asyncio.Lock | None = None
         self._random = random.Random()
         self._warmup: tuple[int, float] | None = None
-        self._expired_seen = 0
+        self._expired_seen: dict[int, int] = {}  # per batcher (a queue worker has its own)
 
     # -- lifecycle ---------------------------------------------------------------------------
     def load(self) -> bool:
@@ -119,8 +119,12 @@ class BatchingModel(kserve.Model):
 
     def make_batcher(self, executor: Any = None) -> Batcher[Any, Any]:
         """A new, unstarted batcher over this model (``executor``: its device thread)."""
+        def on_batch(stats: BatchStats) -> None:
+            self._on_batch(stats)
+            self._sync_expired(batcher)
+
         batcher: Batcher[Any, Any] = Batcher(
-            self.run_batch, self.batch_config, on_batch=self._on_batch, executor=executor
+            self.run_batch, self.batch_config, on_batch=on_batch, executor=executor
         )
         if self._warmup is not None:
             # Admission starts from a measured batch latency, not a prior.
@@ -152,16 +156,16 @@ class BatchingModel(kserve.Model):
         for wait_s in stats.queue_waits_s:
             self._queue_wait.observe(wait_s)
         self._batch_cap.set(stats.cap)
-        self._sync_expired()
 
-    def _sync_expired(self) -> None:
+    def _sync_expired(self, batcher: Batcher[Any, Any] | None = None) -> None:
         # The batcher's own counter is exact (BatchStats only sees drops before a batch).
-        if self._batcher is None:
+        batcher = batcher or self._batcher
+        if batcher is None:
             return
-        total = self._batcher.items_expired
-        if total > self._expired_seen:
-            self.metrics.items_expired.labels(**self.metrics.labels).inc(total - self._expired_seen)
-            self._expired_seen = total
+        total, seen = batcher.items_expired, self._expired_seen.get(id(batcher), 0)
+        if total > seen:
+            self.metrics.items_expired.labels(**self.metrics.labels).inc(total - seen)
+            self._expired_seen[id(batcher)] = total
 
     # -- the request path --------------------------------------------------------------------
     async def predict(
