@@ -17,4 +17,5 @@ pytest_plugins = [
     "tests.support.manifests",
     "tests.support.predictor",
     "tests.support.redis",
+    "tests.support.redis_ha",
 ]

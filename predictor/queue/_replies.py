@@ -6,6 +6,12 @@ at that moment never sees them". So the router subscribes before the frontend en
 anything (``is_subscribed`` gates enqueueing), and every ``sweep_interval_s`` it reads
 (MGET) the result keys of requests that have waited longer than that; after a lost
 connection it resubscribes and sweeps every waiter at once.
+
+The router counts as subscribed only once Redis has confirmed the subscription (the
+``subscribe`` reply), not when the command was sent. On Redis Cluster it subscribes with
+SSUBSCRIBE (sharded Pub/Sub, Redis 7.0+): the channel carries the version's hash tag, so
+the subscription, the workers' SPUBLISH and the version's stream share one shard, where
+classic PUBLISH is broadcast to every node of the cluster.
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import logging
 import time
 from typing import Any
 
-from predictor.queue._client import redis_errors
+from predictor.queue._client import redis_errors, uses_sharded_pubsub
 from predictor.queue._codec import decode_record
 from predictor.queue._keys import QueueKeys
 from predictor.queue._results import ResultStore
@@ -84,18 +90,18 @@ class ReplyRouter:
 
     async def _listen(self) -> None:
         backoff_s = 0.1
+        sharded = uses_sharded_pubsub(self._client)
         while True:
-            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            pubsub = self._client.pubsub(ignore_subscribe_messages=False)
             try:
-                await pubsub.subscribe(self.channel)
+                await self._subscribe(pubsub, sharded)
                 self._subscribed.set()
                 self._resweep.set()  # anything published while we were away
                 backoff_s = 0.1
                 while True:
-                    message = await pubsub.get_message(ignore_subscribe_messages=True,
-                                                       timeout=1.0)
-                    if message is not None and message.get("type") == "message":
-                        self._resolve(message["data"])
+                    if not pubsub.subscribed:  # the client dropped it (a shard that moved)
+                        raise ConnectionError("the reply subscription was dropped")
+                    self._handle(await self._next(pubsub, sharded, 1.0))
             except asyncio.CancelledError:
                 raise
             except redis_errors() as exc:
@@ -110,7 +116,35 @@ class ReplyRouter:
                 with contextlib.suppress(Exception):
                     await pubsub.aclose()
             await asyncio.sleep(backoff_s)
-            backoff_s = min(2.0, backoff_s * 2)
+            # Capped at 1 s: a Sentinel failover takes a few seconds, and every request
+            # meanwhile is refused (503) until the subscription is back.
+            backoff_s = min(1.0, backoff_s * 2)
+
+    async def _subscribe(self, pubsub: Any, sharded: bool, timeout_s: float = 2.0) -> None:
+        """Subscribe and wait for Redis's confirmation (TimeoutError without one)."""
+        if sharded:
+            await pubsub.ssubscribe(self.channel)
+        else:
+            await pubsub.subscribe(self.channel)
+        deadline = self._clock() + timeout_s
+        while (left := deadline - self._clock()) > 0:
+            message = await self._next(pubsub, sharded, min(left, 0.5), confirmations=True)
+            if message is not None and message.get("type") in ("subscribe", "ssubscribe"):
+                return
+            self._handle(message)
+        raise TimeoutError("Redis did not confirm the reply subscription")
+
+    @staticmethod
+    async def _next(pubsub: Any, sharded: bool, timeout_s: float, *,
+                    confirmations: bool = False) -> dict[str, Any] | None:
+        read = pubsub.get_sharded_message if sharded else pubsub.get_message
+        message: dict[str, Any] | None = await read(
+            ignore_subscribe_messages=not confirmations, timeout=timeout_s)
+        return message
+
+    def _handle(self, message: dict[str, Any] | None) -> None:
+        if message is not None and message.get("type") in ("message", "smessage"):
+            self._resolve(message["data"])
 
     async def _sweep(self) -> None:
         while True:
