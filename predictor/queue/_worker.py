@@ -279,8 +279,9 @@ class QueueWorker:
 
     async def _publish_info(self) -> None:
         cap = self._batcher.batch_cap
-        info = WorkerInfo(self.consumer, self._batcher.policy.latency_model.predict(cap), cap,
-                          self.startup_s, time.time())
+        line = self._batcher.policy.latency_model
+        info = WorkerInfo(self.consumer, line.predict(cap), cap, self.startup_s, time.time(),
+                          line.intercept_s, line.per_item_s)
         await self._client.hset(self.keys.workers, self.consumer, info.to_json())
         with contextlib.suppress(Exception):
             depth, lag, pending = depth_of(await self._client.xinfo_groups(self.keys.stream),

@@ -27,6 +27,7 @@ from predictor.queue import (
     predicted_wait_s,
     results_of,
 )
+from predictor.queue._backpressure import parse_workers
 
 
 def test_keys_share_one_hash_tag() -> None:
@@ -99,15 +100,38 @@ def _worker(batch_s: float = 0.1, cap: int = 10, updated_s: float = 100.0,
 
 
 def test_predicted_wait_from_the_workers_published_speed() -> None:
-    # Two live workers at 10 items per 0.1 s each: 200 items/s; 38 + 2 items = 0.2 s + a batch.
+    # Two live workers taking 10 items per 0.1 s each: of the 40 items ahead (ours the
+    # last 2), the first 20 go in the batches running now, ours in the next ones.
     wait = predicted_wait_s(38, 2, [_worker(), _worker()], now_s=101.0)
-    assert wait == pytest.approx(0.3)
+    assert wait == pytest.approx(0.2)
     assert predicted_wait_s(0, 1, [], now_s=0.0) is None
 
 
 def test_no_live_worker_waits_for_a_start_up() -> None:
     wait = predicted_wait_s(0, 1, [_worker(updated_s=0.0)], now_s=1000.0)
-    assert wait == pytest.approx(20.0 + 0.01 + 0.1)
+    assert wait == pytest.approx(20.0 + 0.1)
+
+
+def test_a_request_rides_a_batch_of_the_size_the_queue_gives_it() -> None:
+    """A line learnt from small batches that overstates t(cap) must not refuse a request
+    when the queue is empty: it would refuse every one, no batch would run, and the
+    estimate would never be corrected (the latch bench/queue_bench found)."""
+    steep = WorkerInfo("w", batch_s=0.1 + 0.005 * 100, cap=100, startup_s=5.0, updated_s=100.0,
+                       intercept_s=0.1, per_item_s=0.005)
+    empty = predicted_wait_s(0, 1, [steep], now_s=100.5)
+    assert empty == pytest.approx(0.105)
+    assert admit(0, 1, 1000, empty, remaining_s=0.23).is_admitted
+    full = predicted_wait_s(150, 1, [steep], now_s=100.5)
+    assert full == pytest.approx(51 / (100 / 0.6) + 0.6)
+    assert admit(150, 1, 1000, full, remaining_s=0.23).reason == "deadline"
+
+
+def test_worker_info_round_trips_and_reads_what_older_workers_published() -> None:
+    info = WorkerInfo("w", 0.6, 100, 5.0, 100.0, intercept_s=0.1, per_item_s=0.005)
+    assert parse_workers({b"w": info.to_json()}) == [info]
+    old = parse_workers({b"w": b'{"batch_s": 0.2, "cap": 8, "startup_s": 3, "updated_s": 1}'})
+    assert old == [WorkerInfo("w", 0.2, 8, 3.0, 1.0)]
+    assert old[0].batch_time_s(1) == 0.2  # no line published: t(b) = t(cap) for every b
 
 
 def test_admission() -> None:
