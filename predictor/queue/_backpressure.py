@@ -10,13 +10,12 @@ predict the wait of a request of ``k`` items that joins the queue now:
 
     ahead = depth + k
     wait  = max(0, ahead - sum(cap_w)) / sum(cap_w / t_w(cap_w))   # full batches before
-          + max_w t_w(min(cap_w, ceil(ahead / W)))                # the batch that carries it
+          + max_w t_w(min(ahead, cap_w))                          # the batch that carries it
 
-The last term is the batch the request rides in, at the size the queue gives it (the
-``ahead`` items spread over the ``W`` workers reading the stream), not at the cap: a line
-learnt from small batches may overstate t(cap) several times over, and charging every
-request t(cap) would then refuse all of them even with the queue empty, so that no batch
-would run to correct the estimate (a latch, measured in bench/queue_bench).
+The last term is the batch the request rides in, at the size the queue gives it, not at
+the cap: a line learnt from small batches may overstate t(cap) several times over, and
+charging every request t(cap) would then refuse all of them even with the queue empty, so
+that no batch would run to correct the estimate (a latch, measured in bench/queue_bench).
 """
 
 from __future__ import annotations
@@ -114,8 +113,7 @@ def _drain_s(ahead: int, workers: Sequence[WorkerInfo]) -> float:
     """The module docstring's wait: full batches before, then the carrying batch."""
     rate = sum(w.cap / w.batch_s for w in workers)  # items per second at full batches
     before = max(0, ahead - sum(w.cap for w in workers)) / rate
-    share = math.ceil(ahead / len(workers))  # the workers split what the stream holds
-    return before + max(w.batch_time_s(min(share, w.cap)) for w in workers)
+    return before + max(w.batch_time_s(min(ahead, w.cap)) for w in workers)
 
 
 def admit(depth: int, items: int, max_queue_size: int, wait_s: float | None,

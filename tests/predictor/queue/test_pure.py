@@ -126,14 +126,6 @@ def test_a_request_rides_a_batch_of_the_size_the_queue_gives_it() -> None:
     assert admit(150, 1, 1000, full, remaining_s=0.23).reason == "deadline"
 
 
-def test_the_carrying_batch_is_a_workers_share_of_the_queue() -> None:
-    # Four workers split 80 items ahead: the request rides a batch of about 20, not 80.
-    steep = [WorkerInfo(f"w{i}", batch_s=0.5, cap=100, startup_s=5.0, updated_s=100.0,
-                        intercept_s=0.1, per_item_s=0.004) for i in range(4)]
-    assert predicted_wait_s(79, 1, steep, now_s=100.5) == pytest.approx(0.1 + 0.004 * 20)
-    assert predicted_wait_s(79, 1, steep[:1], now_s=100.5) == pytest.approx(0.1 + 0.004 * 80)
-
-
 def test_worker_info_round_trips_and_reads_what_older_workers_published() -> None:
     info = WorkerInfo("w", 0.6, 100, 5.0, 100.0, intercept_s=0.1, per_item_s=0.005)
     assert parse_workers({b"w": info.to_json()}) == [info]
