@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
 	rollout/analysis/_judge.py registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
-	devstack/__init__.py deploycheck/__init__.py
+	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py
 
 .PHONY: setup setup-python setup-system demo run test lint typecheck pytest bench clean
 
@@ -47,6 +47,7 @@ bench: setup
 	$(PY) -m bench.predictor_bench all
 	$(PY) -m bench.registry_bench --runs 3
 	$(PY) -m bench.shadow_bench
+	$(PY) -m bench.queue_bench all
 
 # The promise tests of docs/RELIABILITY.md at full length: 60 s of 5x overload, SIGTERM
 # x20, `rollout run` killed x20, 5000 fuzz cases per body kind (make test runs them short).
