@@ -9,6 +9,9 @@ from typing import Any
 
 import numpy as np
 
+from bench._spread import median_text as _m
+from bench._spread import spread
+from bench._spread import spread_text as _mm
 from bench.loadgen import LatencyStats, LoadResult
 
 P99_BUDGET_MS = 250.0
@@ -105,10 +108,6 @@ def cpu_split(before: dict[str, float], after: dict[str, float], requests: int,
     return out
 
 
-def spread(values: Sequence[float]) -> dict[str, float]:
-    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
-
-
 def summarise(rate: float, runs: list[dict[str, Any]], keys: Sequence[str]) -> dict[str, Any]:
     row: dict[str, Any] = {"offered_rps": rate, "runs": runs}
     for key in keys:
@@ -166,15 +165,6 @@ def progress(what: str, row: dict[str, Any]) -> str:
 
 
 # -- Markdown -------------------------------------------------------------------------------
-def _m(cell: dict[str, float], fmt: str = ".0f") -> str:
-    return format(cell["median"], fmt)
-
-
-def _mm(cell: dict[str, float], fmt: str = ".0f") -> str:
-    return (f"{format(cell['median'], fmt)} ({format(cell['min'], fmt)}-"
-            f"{format(cell['max'], fmt)})")
-
-
 def _cpu_cells(row: dict[str, Any]) -> str:
     cpu = row["cpu"]
     per_req = " / ".join(_m(cpu[g]["ms_per_request"], ".2f") for g in GROUPS)

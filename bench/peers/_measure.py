@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import statistics
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -16,6 +15,7 @@ from typing import Any
 import httpx
 import psutil
 
+from bench._spread import spread
 from bench.loadgen import run_open_loop
 from bench.peers._configs import (
     LOOSE_P99_MS,
@@ -146,17 +146,14 @@ def summarise(rate: float, runs: list[dict[str, Any]]) -> dict[str, Any]:
     """A load point: the median, min and max of each figure over its runs."""
     row: dict[str, Any] = {"offered_rps": rate, "runs": runs}
     for key in SPREAD_KEYS:
-        values = [r[key] for r in runs if r[key] is not None]
-        row[key] = ({"median": statistics.median(values), "min": min(values),
-                     "max": max(values)} if values else None)
+        row[key] = spread([r[key] for r in runs if r[key] is not None])
     statuses: dict[str, list[int]] = {}
     for r in runs:
         for code in r["status_counts"]:
             statuses.setdefault(code, [])
     for code in statuses:
         statuses[code] = [r["status_counts"].get(code, 0) for r in runs]
-    row["status_counts"] = {code: {"median": statistics.median(v), "min": min(v), "max": max(v)}
-                            for code, v in sorted(statuses.items())}
+    row["status_counts"] = {code: spread(v) for code, v in sorted(statuses.items())}
     return row
 
 

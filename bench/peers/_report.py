@@ -5,21 +5,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from bench._spread import median_text as _median
+from bench._spread import spread_text as _spread
 from bench.peers._configs import LOOSE_P99_MS, SLO_MIN_SUCCESS, SLO_P99_MS, passes_slo
 
 
 def _f(value: Any, fmt: str = ".0f") -> str:
     return "-" if value is None else format(float(value), fmt)
-
-
-def _spread(cell: Mapping[str, float] | None, fmt: str = ".0f") -> str:
-    if not cell:
-        return "-"
-    return f"{_f(cell['median'], fmt)} ({_f(cell['min'], fmt)}-{_f(cell['max'], fmt)})"
-
-
-def _median(cell: Mapping[str, float] | None, fmt: str = ".0f") -> str:
-    return "-" if not cell else _f(cell["median"], fmt)
 
 
 def _statuses(row: Mapping[str, Any]) -> str:
