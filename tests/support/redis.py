@@ -2,7 +2,7 @@
 ``make setup`` installs it.
 
 Nothing here stands in for Redis: the tests talk to the server itself. The flags are
-redis.conf directives given on the command line (redis.conf: ``bind``, ``port``,
+directives of redis/redis's annotated ``redis.conf`` given on the command line (``bind``, ``port``,
 ``dir``, ``appendonly``, ``appendfsync``, ``save ""`` to turn RDB snapshots off,
 ``protected-mode``, ``daemonize``). A missing server fails the run instead of skipping
 it: ``make test`` installs one, so its absence is a broken set-up, not a choice.

@@ -3,7 +3,8 @@ master, one replica, three Sentinels) and a three-master Cluster. Started and st
 PID, polled with deadlines; nothing stands in for Redis.
 
 Redis facts this relies on (redis.io: "High availability with Redis Sentinel", "Scale
-with Redis Cluster"): ``redis-server FILE --sentinel`` runs a Sentinel from a config file
+with Redis Cluster"; the directives as redis/redis's annotated ``sentinel.conf`` and
+``redis.conf`` document them): ``redis-server FILE --sentinel`` runs a Sentinel from a config file
 it rewrites (so each gets its own file); Sentinels find the replicas from the master's
 INFO and each other through the master's ``__sentinel__:hello`` channel, every two
 seconds, so a fixture waits until each Sentinel counts the replica and two peers before
