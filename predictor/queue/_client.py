@@ -65,19 +65,38 @@ def _retry() -> Any:
                  supported_errors=(RedisConnectionError,))
 
 
-async def _refusal_as_unavailable(call: Awaitable[Any]) -> Any:
+def _unavailable(exc: BaseException) -> BaseException:
     """A write refused for want of replicas (``NOREPLICAS``, from ``min-replicas-to-write``)
     means Redis cannot take it now, as a lost connection does (503 and the callers'
-    retries), not a fault of the request (500). redis-py raises a plain ``ResponseError``."""
+    retries), not a fault of the request (500). redis-py raises a plain ``ResponseError``,
+    inside a pipeline with the command's position in front of Redis's message."""
     from redis.exceptions import ConnectionError as RedisConnectionError
     from redis.exceptions import ResponseError
 
+    if isinstance(exc, ResponseError) and "NOREPLICAS" in str(exc):
+        return RedisConnectionError(f"Redis refused the write: {exc}")
+    return exc
+
+
+async def _refusal_as_unavailable(call: Awaitable[Any]) -> Any:
     try:
         return await call
-    except ResponseError as exc:
-        if str(exc).startswith("NOREPLICAS"):
-            raise RedisConnectionError(f"Redis refused the write: {exc}") from exc
-        raise
+    except Exception as exc:
+        mapped = _unavailable(exc)
+        if mapped is exc:
+            raise
+        raise mapped from exc
+
+
+async def execute_pipeline(pipe: Any) -> list[Any]:
+    """Runs a redis-py pipeline (plain or cluster) and returns its replies; the first
+    command that failed raises, a refusal for want of replicas as unavailable."""
+    replies = list(await _refusal_as_unavailable(pipe.execute(raise_on_error=False)))
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            mapped = _unavailable(reply)
+            raise mapped from (None if mapped is reply else reply)
+    return replies
 
 
 def connect(url: str, *, socket_timeout_s: float, max_connections: int = 64,

@@ -14,6 +14,7 @@ from predictor.queue import QueueKeys, ResultStore, decode_record, ok_record
 from predictor.queue._backpressure import depth_of
 from predictor.queue._client import connect, redis_errors, uses_sharded_pubsub
 from predictor.queue._replies import ReplyRouter
+from predictor.queue._results import Answer
 from predictor.queue._trim import trim_acknowledged
 from tests.support.redis import RedisServer
 from tests.support.redis_ha import RedisCluster, SentinelSet, start_server
@@ -54,7 +55,15 @@ async def _contract(url: str, keys: QueueKeys) -> dict[str, Any]:
         stands = await results.deliver("r1", router.channel, ok_record("r1", ["second"]))
         seen["stands"] = decode_record(stands)["results"]
         seen["fetched"] = sorted(await results.fetch(["r1", "absent"]))
-        await client.xack(keys.stream, QueueKeys.GROUP, entry_id)
+        # A batch's answers in two pipelines (SPUBLISH on Cluster), its entry acknowledged.
+        waiter = router.expect("r3")
+        stood = await results.deliver_all([
+            Answer("r1", router.channel, ok_record("r1", ["third"]), entry_id),
+            Answer("r3", router.channel, ok_record("r3", ["r3"]))])
+        seen["batch_stands"] = [decode_record(record)["results"] for record in stood]
+        seen["batch_notified"] = (await asyncio.wait_for(waiter, 5))["results"]
+        seen["pending_after_ack"] = (await client.xpending(keys.stream, QueueKeys.GROUP))[
+            "pending"]
         await client.hset(keys.workers, "w1", "{}")
         seen["workers"] = await client.hgetall(keys.workers)
         await client.xadd(keys.stream, {"request_id": "r2"})
@@ -78,7 +87,8 @@ def test_every_call_works_on_each_topology(topology: tuple[str, Any]) -> None:
     assert seen == {
         "sharded": name == "redis_cluster", "ping": True, "subscribed": True,
         "depth": (1, 1, 0), "claimed": True, "deliveries": 2, "notified": ["first"],
-        "stands": ["first"], "fetched": ["r1"], "workers": {b"w1": b"{}"}, "trimmed": 1,
+        "stands": ["first"], "fetched": ["r1"], "batch_stands": [["first"], ["r3"]],
+        "batch_notified": ["r3"], "pending_after_ack": 0, "workers": {b"w1": b"{}"}, "trimmed": 1,
         "burst_errors": []}
     if isinstance(found, RedisCluster):  # everything on the version's shard, sharded Pub/Sub
         owner = found.owner(found.keyslot(keys.tag))
@@ -92,18 +102,24 @@ def test_a_write_refused_for_want_of_replicas_reads_as_unavailable(tmp_path: Pat
     callers), like a lost connection, not a 500."""
     port, process = start_server(tmp_path, "--min-replicas-to-write", "1")
 
-    async def write() -> BaseException | None:
+    async def write() -> list[BaseException | None]:
         client = connect(f"redis://127.0.0.1:{port}/0", socket_timeout_s=2.0)
-        try:
-            await client.xadd("s", {"a": "1"})
-        except BaseException as exc:
-            return exc
-        finally:
-            await client.aclose()
-        return None
+        results = ResultStore(client, QueueKeys("refused", "1"), ttl_s=30)
+        refusals: list[BaseException | None] = []
+        for call in (lambda: client.xadd("s", {"a": "1"}),  # one command, and a pipeline
+                     lambda: results.deliver_all([Answer("r1", "c", b"{}", "1-1")])):
+            try:
+                await call()
+                refusals.append(None)
+            except BaseException as exc:
+                refusals.append(exc)
+        await client.aclose()
+        return refusals
 
     try:
         refused = asyncio.run(write())
     finally:
         process.stop()
-    assert isinstance(refused, redis_errors()) and "NOREPLICAS" in str(refused), refused
+    assert len(refused) == 2
+    for exc in refused:
+        assert isinstance(exc, redis_errors()) and "NOREPLICAS" in str(exc), exc
