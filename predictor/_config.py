@@ -135,7 +135,8 @@ _HELP: dict[str, str] = {
     "queue_url": "Queue-decoupled serving (docs/QUEUE.md): redis://[user:password@]host:port/db "
     "(or rediss://); Sentinel: redis+sentinel://[user:password@]host:port[,host:port...]/"
     "SERVICE[/db]; Cluster: redis+cluster://[user:password@]host:port[,host:port...]. The "
-    "password may come from MODELCTL_QUEUE_PASSWORD instead. Empty: in-process batching.",
+    "password may come from MODELCTL_QUEUE_PASSWORD instead. Not given: MODELCTL_QUEUE_URL "
+    "(never printed here); neither: in-process batching.",
     "queue_role": "With --queue_url: frontend (validate and enqueue, load no weights) or worker "
     "(load the model, run batches from the queue; health and /metrics only).",
     "queue_max_deliveries": "Deliveries of one request to workers before it is dead-lettered "
@@ -348,7 +349,9 @@ def build_parser(env: Mapping[str, str] | None = None) -> argparse.ArgumentParse
         default: Any = f.default
         kind: Any = type(default) if f.name != "model_name" else str
         converter = _parse_bool if kind is bool else kind
-        if _env_name(f.name) in env:
+        # --help prints every default: the queue URL's (it may hold a password) is read
+        # from the environment in parse_config instead.
+        if _env_name(f.name) in env and f.name != "queue_url":
             default = env[_env_name(f.name)]
         kwargs: dict[str, object] = {"type": converter, "help": _HELP[f.name]}
         if f.name == "model_name" and default is f.default:
@@ -366,6 +369,9 @@ def parse_config(argv: Sequence[str], env: Mapping[str, str] | None = None) -> S
     parser = build_parser(env)
     namespace, _unknown = parser.parse_known_args(list(argv))
     values = vars(namespace)
+    if not values.get("queue_url"):
+        values["queue_url"] = (os.environ if env is None else env).get(
+            _env_name("queue_url"), "")
     if not values.get("model_name"):
         parser.error("--model_name is required (or MODELCTL_MODEL_NAME)")
     try:

@@ -3,7 +3,9 @@
 A real ``modelctl serve`` frontend and a real ``modelctl serve`` worker, both given
 ``--queue_url … --queue_role …`` after ``--``, share a real redis-server: a request
 sent to the frontend is answered by way of the version's stream, which only happens
-when both processes run in the role they were given.
+when both processes run in the role they were given. The worker takes its queue URL
+from ``MODELCTL_QUEUE_URL`` instead, as the ``queue-external-redis`` overlay gives it
+(from a Secret, never in args).
 """
 
 from __future__ import annotations
@@ -28,12 +30,13 @@ def serve(dev_registry: Path, tmp_path: Path) -> Iterator[Start]:
     """Starts ``modelctl serve rehearse@1 -- EXTRA`` as a process; returns it and its URL."""
     started: list[ManagedProcess] = []
 
-    def start(role: str, *extra: str) -> tuple[ManagedProcess, str]:
+    def start(role: str, *extra: str, env: dict[str, str] | None = None,
+              ) -> tuple[ManagedProcess, str]:
         port = free_port()
         argv = [sys.executable, "-m", "cli", "serve", f"{MODEL}@1", "--registry",
                 str(dev_registry), "--cache-dir", str(tmp_path / "cache"), "--port", str(port),
                 "--grpc-port", str(free_port()), "--", *extra]
-        proc = ManagedProcess(f"serve-{role}", argv, log_dir=tmp_path, cwd=ROOT)
+        proc = ManagedProcess(f"serve-{role}", argv, log_dir=tmp_path, cwd=ROOT, env=env)
         started.append(proc)
         return proc, f"http://127.0.0.1:{port}"
 
@@ -46,7 +49,8 @@ def test_queue_flags_after_the_double_dash_reach_the_predictor(
         serve: Start, redis_server: RedisServer) -> None:
     queue = ("--queue_url", redis_server.url)
     frontend, frontend_url = serve("frontend", *queue, "--queue_role", "frontend")
-    worker, worker_url = serve("worker", *queue, "--queue_role", "worker")
+    worker, worker_url = serve("worker", "--queue_role", "worker",
+                               env={"MODELCTL_QUEUE_URL": redis_server.url})
     wait_http_ok(f"{frontend_url}/v2/health/ready", timeout_s=60, proc=frontend)
     wait_http_ok(f"{worker_url}/v2/health/ready", timeout_s=60, proc=worker)
 

@@ -65,6 +65,7 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
             "RoleBinding",
             "Secret",
             "Secret",
+            "Secret",
             "ServiceAccount",
             "ServiceAccount",
         ]

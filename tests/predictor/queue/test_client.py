@@ -91,6 +91,22 @@ def test_the_server_refuses_a_malformed_url_at_start_with_exit_2(
         assert ServerConfig(model_name="m", queue_url=url, queue_role="worker").queue_url == url
 
 
+def test_the_url_may_come_from_the_environment_and_help_never_prints_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"redis://app:{SECRET}@h:6379/0"
+    env = {"MODELCTL_QUEUE_URL": url}
+    config = parse_config(["--model_name", "m", "--queue_role", "worker"], env=env)
+    assert config.queue_url == url  # what kustomize/overlays/queue-external-redis relies on
+    given = parse_config(["--model_name", "m", "--queue_role", "worker",
+                          "--queue_url", "redis://other:6379/1"], env=env)
+    assert given.queue_url == "redis://other:6379/1"  # the flag wins, as for every flag
+    with pytest.raises(SystemExit) as exited:
+        parse_config(["--help"], env=env)
+    assert exited.value.code == 0
+    shown_help = capsys.readouterr().out
+    assert "MODELCTL_QUEUE_URL" in shown_help and SECRET not in shown_help
+
+
 def test_shown_drops_credentials_and_options() -> None:
     assert shown(f"redis://app:{SECRET}@h:6380/2?password={SECRET}") == "redis://h:6380/2"
     assert shown(f"rediss+sentinel://:{SECRET}@s1,[::1]:5/q") == (
