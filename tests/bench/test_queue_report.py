@@ -124,8 +124,14 @@ def test_markdown_renders_every_figure() -> None:
            "p99_ms": 240, "status_counts": {"200": 95, "429": 5}, "pending_after": 0,
            "dead_lettered": 0, "per_kill": [kill]}
     results = [
-        {"scenario": "capacity", "configs": [{"workers": 1, "limit_rps": 1000, "rows": [point],
-                                              "highest_meeting_rps": 800, "ratio": 0.8}]},
+        {"scenario": "capacity", "configs": [
+            {"workers": 1, "limit_rps": 1000, "rows": [point], "highest_meeting_rps": 800,
+             "ratio": 0.8},
+            # The CPUs fill at 4000 req/s: 0.8 x 2000 is within them, 0.8 x 8000 is not.
+            {"workers": 2, "limit_rps": 2000, "rows": [point], "highest_meeting_rps": 800,
+             "ratio": 0.4},
+            {"workers": 8, "limit_rps": 8000, "rows": [point], "highest_meeting_rps": 800,
+             "ratio": 0.1}]},
         {"scenario": "overhead", "rate": 500, "rows": {"in-process": point, "queue": point},
          "p99_diff_ms": 0.0},
         {"scenario": "recovery", "rate": 500, "kill_every_s": 5,
@@ -135,7 +141,9 @@ def test_markdown_renders_every_figure() -> None:
     context = {"command": "python -m bench.queue_bench all", "machine": "x86_64 2 cores",
                "date": "2026-12-01", "load_avg_at_start": (0.5, 0.5, 0.5)}
     text = markdown(context, results)
-    assert "| 1 | 1000 | 800 | 0.80 | yes | 4000 / 5333 |" in text, text
+    assert "| 1 | 1000 | 800 | 0.80 | 4000 / 5333 | yes | yes |" in text, text
+    assert "| 2 | 2000 | 800 | 0.40 | 4000 / 5333 | yes | no |" in text
+    assert "| 8 | 8000 | 800 | 0.10 | 4000 / 5333 | no | beyond these CPUs |" in text
     assert "+0.0 ms (target ≤ 20 ms: met)" in text
     assert "| 2.0 | 50 | 1.2 | 100 | 90 | 10 | 0 | 240 |" in text
     assert progress("capacity W=1", point).startswith("capacity W=1   800 req/s: 800 ok/s")
