@@ -38,7 +38,7 @@ from typing import Literal
 
 from common import PlatformError
 
-OverloadReason = Literal["queue_full", "deadline", "draining"]
+OverloadReason = Literal["queue_full", "deadline", "draining", "memory"]
 
 _MAX_CAUSE_CHARS = 200
 
@@ -50,8 +50,9 @@ class PredictorError(PlatformError):
 class Overloaded(PredictorError):
     """The request was refused before it entered the queue.
 
-    ``reason`` is ``"queue_full"``, ``"deadline"`` (it could not finish in time)
-    or ``"draining"`` (the server is shutting down); ``retry_after_s`` is the
+    ``reason`` is ``"queue_full"``, ``"deadline"`` (it could not finish in time),
+    ``"draining"`` (the server is shutting down) or ``"memory"`` (multi-model: the model
+    is not resident and no room can be made for it now); ``retry_after_s`` is the
     predicted time until the queue has drained (the server rounds it up).
     """
 
@@ -121,13 +122,30 @@ class RepositoryRefused(PredictorError):
     repository extension would let any caller, unauthenticated, unload it for good.
     """
 
-    def __init__(self, action: str) -> None:
+    def __init__(self, action: str, why: str = "") -> None:
         super().__init__(
-            f"model repository {action} is refused: this predictor serves the one model it "
-            "loaded at start and does not load or unload models while it runs (roll out a "
-            "new version instead)"
+            f"model repository {action} is refused: " + (why or (
+                "this predictor serves the one model it loaded at start and does not load "
+                "or unload models while it runs (roll out a new version instead)"))
         )
         self.action = action
+
+
+class ModelUnknown(PredictorError):
+    """Multi-model: no model of that name in the model directory: 404."""
+
+
+class ModelUnavailable(PredictorError):
+    """Multi-model: the model cannot serve now: its load failed (the reason says why; it is
+    not retried until asked for by the repository's load) or it is being unloaded: 503."""
+
+    def __init__(self, message: str, retry_after_s: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+class Unauthorized(PredictorError):
+    """A repository load or unload without the bearer token it needs: 401."""
 
 
 class InjectedFailure(PredictorError):
@@ -167,6 +185,7 @@ _FIXED_STATUS: tuple[tuple[type[PredictorError], int], ...] = (
     (BadInput, 400),
     # Understood and refused, whoever asks: a 4xx, so no error rate counts it.
     (RepositoryRefused, 403),
+    (ModelUnknown, 404),
 )
 
 
@@ -178,6 +197,10 @@ def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
         return 429, _retry_after(exc.retry_after_s)
     if isinstance(exc, QueueUnavailable):
         return 503, _retry_after(exc.retry_after_s)
+    if isinstance(exc, ModelUnavailable):
+        return 503, {} if exc.retry_after_s is None else _retry_after(exc.retry_after_s)
+    if isinstance(exc, Unauthorized):
+        return 401, {"www-authenticate": 'Bearer realm="model repository"'}
     if isinstance(exc, DeadlineExpired):
         # Dropped in the queue by overload: a refusal like the 429 at the door, not a
         # server error (the rollout's error rate must not count shed load).
@@ -196,7 +219,9 @@ def grpc_error_for(exc: PredictorError) -> Exception:
 
     by_status: dict[int, type[Exception]] = {
         400: grpc_exc.InvalidArgument,
+        401: grpc_exc.Unauthenticated,
         403: grpc_exc.PermissionDenied,
+        404: grpc_exc.NotFound,
         429: grpc_exc.ResourceExhausted,
         503: grpc_exc.Unavailable,
     }

@@ -100,20 +100,54 @@ class RequestIds:
         return f"{self._prefix}{next(self._counter):016x}"
 
 
+def model_of_path(path: str) -> str:
+    """The model a predict path names (``/v1/models/NAME:predict``, ``/v2/models/NAME/...``)."""
+    rest = path.split("/models/", 1)[-1]
+    return rest.split("/", 1)[0].removesuffix(":predict")
+
+
+class _Bound:
+    """One model's request series, children bound to its labels once."""
+
+    def __init__(self, metrics: PredictorMetrics) -> None:
+        self.metrics = metrics
+        self.inflight = metrics.inflight.labels(**metrics.labels)
+        self.duration = metrics.request_duration.labels(**metrics.labels)
+        self._by_code: dict[int, Any] = {}
+
+    def count(self, status: int) -> None:
+        child = self._by_code.get(status)
+        if child is None:
+            child = self.metrics.requests.labels(**self.metrics.labels, code=str(status))
+            self._by_code[status] = child
+        child.inc()
+
+
 class PredictorMiddleware:
     """Request IDs, the body size limit and deadline, and predict-route metrics."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, body_timeout_s: float,
-                 metrics: PredictorMetrics) -> None:
+                 metrics: PredictorMetrics,
+                 metrics_for: Callable[[str], PredictorMetrics | None] | None = None) -> None:
+        """``metrics_for``: a multi-model predictor's series of the model a path names
+        (None, or no such model: ``metrics``)."""
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.metrics = metrics
+        self._metrics_for = metrics_for
         # Bound children once: labels() on every request showed up in the profile.
-        self._inflight = metrics.inflight.labels(**metrics.labels)
-        self._duration = metrics.request_duration.labels(**metrics.labels)
-        self._by_code: dict[int, Any] = {}
+        self._bound: dict[int, _Bound] = {}
         self._ids = RequestIds()
+
+    def _series(self, path: str) -> _Bound:
+        metrics = self.metrics
+        if self._metrics_for is not None:
+            metrics = self._metrics_for(model_of_path(path)) or metrics
+        bound = self._bound.get(id(metrics))
+        if bound is None:
+            bound = self._bound[id(metrics)] = _Bound(metrics)
+        return bound
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -137,8 +171,9 @@ class PredictorMiddleware:
 
         is_predict = bool(PREDICT_PATH.match(scope.get("path", "")))
         started = time.monotonic()
-        if is_predict:
-            self._inflight.inc()
+        series = self._series(scope["path"]) if is_predict else None
+        if series is not None:
+            series.inflight.inc()
         try:
             if scope.get("method") in BODY_METHODS:
                 try:
@@ -153,19 +188,13 @@ class PredictorMiddleware:
                 receive = _replay_body(body, receive)
             await self.app(scope, receive, send_with_id)
         finally:
-            if is_predict:
-                self._inflight.dec()
-                self._count(status[0])
-                self._duration.observe(time.monotonic() - started)
+            if series is not None:
+                series.inflight.dec()
+                series.count(status[0])
+                series.duration.observe(time.monotonic() - started)
                 if status[0] >= 400:
                     logger.info("request %s %s -> %d", request_id, scope.get("path"), status[0])
 
-    def _count(self, status: int) -> None:
-        child = self._by_code.get(status)
-        if child is None:
-            child = self.metrics.requests.labels(**self.metrics.labels, code=str(status))
-            self._by_code[status] = child
-        child.inc()
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         """The whole body; BadInput when it is malformed, too large or too slow."""

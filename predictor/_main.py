@@ -19,6 +19,10 @@ def main(argv: Sequence[str]) -> int:
     os.environ.setdefault("HF_HOME", "/tmp/hf")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    if config.multi_model:  # every model of --model_dir, on demand (docs/MULTI_MODEL.md)
+        from predictor.multi._serve import serve_multi
+
+        return serve_multi(config)
     from predictor._server import serve
 
     return serve(config)

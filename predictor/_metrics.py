@@ -6,7 +6,9 @@ route serves, so there is one scrape endpoint for KServe's and ours.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
 
@@ -40,10 +42,19 @@ class PredictorMetrics:
     def create(
         cls, model: str, version: str, role: str, registry: CollectorRegistry = REGISTRY
     ) -> PredictorMetrics:
+        """The series of one model version; a second model on the same registry (a
+        multi-model predictor) shares the families, with its own labels."""
+        families = _FAMILIES.get(registry)
+        if families is None:
+            families = _FAMILIES[registry] = cls._families(registry)
+        return cls(**families, labels={"model": model, "version": version, "role": role})
+
+    @staticmethod
+    def _families(registry: CollectorRegistry) -> dict[str, Any]:
         def hist(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(name, doc, LABELS, buckets=buckets, registry=registry)
 
-        return cls(
+        return dict(
             requests=Counter(
                 "modelctl_requests", "Predict requests by HTTP status code.",
                 (*LABELS, "code"), registry=registry,
@@ -83,8 +94,12 @@ class PredictorMetrics:
                 "modelctl_batch_cap", "Current largest batch (lowered after an OOM).", LABELS,
                 registry=registry,
             ),
-            labels={"model": model, "version": version, "role": role},
         )
+
+
+# Per registry (prometheus_client refuses a second family of one name on a registry).
+_FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, Any]] = (
+    weakref.WeakKeyDictionary())
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from predictor._errors import (
 from predictor._metrics import PredictorMetrics
 from predictor._protocol import DecodedRequest, decode_v1, decode_v2
 from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching._device import DeviceLane
 from predictor.batching._policy import BatchConfig
 from predictor.handlers._base import Handler, RequestOptions, TensorSpec
 
@@ -58,8 +59,13 @@ def request_timeout_ms(headers: dict[str, str], timeout_ms: float) -> float:
 class BatchingModel(kserve.Model):
     """A KServe model that batches single requests onto one device."""
 
-    def __init__(self, config: ServerConfig, handler: Handler, version: str) -> None:
+    def __init__(self, config: ServerConfig, handler: Handler, version: str, *,
+                 device: DeviceLane | None = None,
+                 prepare_pool: ThreadPoolExecutor | None = None) -> None:
+        """``device`` and ``prepare_pool`` are shared by a multi-model predictor's models;
+        by default the model has a device thread and a prepare pool of its own."""
         super().__init__(config.model_name, return_response_headers=True)
+        self._device_lane = device
         self.config = config
         self.handler = handler
         self.version = version
@@ -82,7 +88,8 @@ class BatchingModel(kserve.Model):
             max_queue_size=max(config.max_queue_size, cap),
             request_timeout_ms=config.request_timeout_ms,
         )
-        self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
+        self._prepare_pool = prepare_pool or ThreadPoolExecutor(
+            max_workers=2, thread_name_prefix="prepare")
         self._batcher: Batcher[Any, Any] | None = None
         self._batcher_lock: asyncio.Lock | None = None
         self._random = random.Random()
@@ -124,8 +131,8 @@ class BatchingModel(kserve.Model):
             self._sync_expired(batcher)
 
         batcher: Batcher[Any, Any] = Batcher(
-            self.run_batch, self.batch_config, on_batch=on_batch, executor=executor
-        )
+            self.run_batch, self.batch_config, on_batch=on_batch, executor=executor,
+            device=self._device_lane)
         if self._warmup is not None:
             # Admission starts from a measured batch latency, not a prior.
             batcher.policy.latency_model.observe(*self._warmup)

@@ -20,7 +20,8 @@ import signal
 import sys
 from typing import Any
 
-from predictor._artifact import Artifact, open_artifact
+from predictor._artifact import open_artifact
+from predictor._build import build_model
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError, TLSMisconfigured
 from predictor._fastpath import V1FastPath
@@ -32,7 +33,6 @@ from predictor._http import (
 )
 from predictor._model import BatchingModel
 from predictor._repository import repository_classes
-from predictor.handlers._factory import create_handler
 from predictor.tap._tap import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
@@ -55,32 +55,6 @@ def check_tls() -> None:
             "KSERVE_TLS_KEY_FILE (HTTPS, on 8443 when --http_port is 8080) or neither")
 
 
-def build_model(config: ServerConfig, artifact: Artifact, *,
-                frontend: bool = False) -> BatchingModel:
-    """The model, loaded and warm; a queue frontend's handler is built but never loaded."""
-    if config.torch_threads:
-        import torch
-
-        torch.set_num_threads(config.torch_threads)
-    handler = create_handler(
-        artifact.task,
-        artifact.load_dir,
-        device=config.device,
-        dtype=config.dtype,
-        max_input_chars=config.max_input_chars,
-        max_batch_tokens=config.max_batch_tokens,
-    )
-    model: BatchingModel
-    if frontend:
-        from predictor.queue._frontend import QueueFrontend
-
-        model = QueueFrontend(config, handler, artifact.version)
-    else:
-        model = BatchingModel(config, handler, artifact.version)
-    model.load()
-    return model
-
-
 def _server_class() -> type[Any]:
     """PredictorServer (and its gRPC server), built on first use: kserve parses argv on import."""
     from kserve import ModelServer
@@ -92,9 +66,11 @@ def _server_class() -> type[Any]:
     class BoundGRPCServer(GRPCServer):
         """KServe's gRPC server, bound to one host instead of [::]."""
 
-        def __init__(self, host: str, *args: Any, **kwargs: Any) -> None:
+        def __init__(self, host: str, servicer_class: type[Any], *args: Any,
+                     **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._host = host
+            self._servicer_class = servicer_class
 
         async def start(self, max_workers: int) -> None:
             from concurrent import futures
@@ -105,8 +81,7 @@ def _server_class() -> type[Any]:
                 ExceptionToStatusInterceptor,
                 LoggingInterceptor,
             )
-            _, guarded_servicer = repository_classes()
-            servicer = guarded_servicer(self._data_plane, self._model_repository_extension)
+            servicer = self._servicer_class(self._data_plane, self._model_repository_extension)
             self._server = aio.server(
                 futures.ThreadPoolExecutor(max_workers=max_workers),
                 interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
@@ -163,12 +138,18 @@ def _server_class() -> type[Any]:
             self.model_repository_extension = read_only_repository(
                 model_registry=self.registered_models)
             self._model: BatchingModel | None = None
+            self.servicer_class: type[Any] = repository_classes()[1]
             self._tap: Tap | None = None
             self._draining = False
 
         def start(self, models: list[Any]) -> None:
             self._register_and_check_atleast_one_model_is_ready(models)
             self._model = models[0]
+            self.serve_app(self._wrap, is_serving=lambda: bool(self._model and self._model.ready))
+
+        def serve_app(self, wrap: Any, *, is_serving: Any) -> None:
+            """Serve KServe's app, wrapped by ``wrap`` (its ASGI layers), until stopped;
+            ``is_serving`` tells a 503 for a model not ready from one for draining."""
             app = kserve_model_server.app
             from fastapi.exceptions import RequestValidationError
 
@@ -180,26 +161,8 @@ def _server_class() -> type[Any]:
                 timeout_keep_alive=self.timeout_keep_alive,
                 ssl_certfile=self.ssl_certfile, ssl_keyfile=self.ssl_keyfile,
             )
-            self._rest_server.not_ready = not_ready_handler(self._model)
-            # KServe's app, wrapped (outermost first): request IDs, body limits and
-            # metrics; mirroring and capture; the V1 fast path. All three see KServe's own
-            # answers too (404, 400 for bad JSON), so counts and captures are complete.
-            asgi: Any = app
-            if self.config.fast_path:
-                asgi = V1FastPath(asgi, model=self._model, dataplane=self.dataplane,
-                                  exception_handlers=app.exception_handlers)
-            self._tap = Tap.from_config(self.config, version=self._model.version,
-                                        task=self._model.handler.task)
-            if self._tap is not None:
-                asgi = TapMiddleware(asgi, tap=self._tap)
-                self._tap.start()
-            asgi = PredictorMiddleware(
-                asgi,
-                max_body_bytes=self.config.max_body_bytes,
-                body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
-                metrics=self._model.metrics,
-            )
-            self._rest_server.config.app = asgi
+            self._rest_server.not_ready = not_ready_handler(is_serving)
+            self._rest_server.config.app = wrap(app)
             self._rest_server.config.host = self.config.http_host
             # uvicorn bounds neither the size nor the arrival time of request headers.
             self._rest_server.config.http = head_limited_protocol(
@@ -207,7 +170,7 @@ def _server_class() -> type[Any]:
             self.servers.append(self._rest_server.start())
             if self.enable_grpc:
                 self._grpc_server = BoundGRPCServer(
-                    self.config.http_host, self.grpc_port, self.dataplane,
+                    self.config.http_host, self.servicer_class, self.grpc_port, self.dataplane,
                     self.model_repository_extension, kwargs={}, grace_period=self.grace_period,
                 )
                 self.servers.append(self._grpc_server.start(self.max_threads))
@@ -221,6 +184,27 @@ def _server_class() -> type[Any]:
             # uvicorn only picks uvloop for loops it creates itself; this one is ours.
             with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
                 runner.run(self._setup_and_serve())
+
+        def _wrap(self, app: Any) -> Any:
+            # KServe's app, wrapped (outermost first): request IDs, body limits and
+            # metrics; mirroring and capture; the V1 fast path. All three see KServe's own
+            # answers too (404, 400 for bad JSON), so counts and captures are complete.
+            assert self._model is not None
+            asgi: Any = app
+            if self.config.fast_path:
+                asgi = V1FastPath(asgi, model=self._model, dataplane=self.dataplane,
+                                  exception_handlers=app.exception_handlers)
+            self._tap = Tap.from_config(self.config, version=self._model.version,
+                                        task=self._model.handler.task)
+            if self._tap is not None:
+                asgi = TapMiddleware(asgi, tap=self._tap)
+                self._tap.start()
+            return PredictorMiddleware(
+                asgi,
+                max_body_bytes=self.config.max_body_bytes,
+                body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
+                metrics=self._model.metrics,
+            )
 
         async def _setup_and_serve(self) -> None:
             self.setup_event_loop()
@@ -256,11 +240,15 @@ def _server_class() -> type[Any]:
             self._draining = True
             asyncio.get_running_loop().create_task(self._drain_and_exit(signum))
 
+        async def drain_models(self) -> None:
+            """SIGTERM: what the models hold finishes; new requests are refused."""
+            assert self._model is not None
+            await self._model.drain()
+
         async def _drain_and_exit(self, signum: int) -> None:
             logger.info("SIGTERM: draining (readiness false, new requests refused)")
-            assert self._model is not None
             try:
-                await self._model.drain()
+                await self.drain_models()
             except Exception:
                 logger.exception("drain did not finish cleanly")
             if self._tap is not None:
@@ -273,13 +261,14 @@ def _server_class() -> type[Any]:
     return PredictorServer
 
 
-def not_ready_handler(model: BatchingModel) -> Any:
+def not_ready_handler(is_serving: Any) -> Any:
     """KServe's ModelNotReady (its routes ask ``healthy()`` first) as a 503: with
-    Retry-After when the model is not draining, i.e. a queue frontend whose Redis is away."""
+    Retry-After while ``is_serving()`` (not draining): a queue frontend whose Redis is
+    away, a multi-model predictor's model that is not resident."""
     from fastapi.responses import JSONResponse
 
     async def handler(request: Any, exc: Exception) -> Any:
-        headers = {"retry-after": "2"} if model.ready else {}
+        headers = {"retry-after": "2"} if is_serving() else {}
         return JSONResponse(status_code=503, content={"error": str(exc)}, headers=headers)
 
     return handler

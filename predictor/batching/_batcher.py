@@ -33,6 +33,7 @@ from predictor._errors import (
     OverloadReason,
     PredictorError,
 )
+from predictor.batching._device import DeviceLane, OwnDevice
 from predictor.batching._isolation import (
     BatchKind,
     Outcome,
@@ -96,7 +97,8 @@ class Batcher(Generic[T, R]):
     time. ``clock`` is a monotonic clock in seconds; deadlines use it too.
     ``on_batch`` is called on the event loop after every dispatched batch.
     ``is_input_error`` decides 400 versus 500 for an isolated failing item;
-    ``is_oom`` recognises out-of-memory errors.
+    ``is_oom`` recognises out-of-memory errors. ``device`` (a multi-model predictor's
+    lane onto its shared device) replaces the thread: a wait for it is queue wait.
     """
 
     def __init__(
@@ -109,14 +111,14 @@ class Batcher(Generic[T, R]):
         executor: concurrent.futures.Executor | None = None,
         is_input_error: Callable[[BaseException], bool] = is_bad_input,
         is_oom: Callable[[BaseException], bool] = is_out_of_memory,
+        device: DeviceLane | None = None,
     ) -> None:
         self._run_batch = run_batch
+        self._device = device if device is not None else OwnDevice(executor, clock=clock)
         self.config = config
         self.policy = BatchPolicy(config)
         self._clock = clock
         self._on_batch = on_batch
-        self._executor = executor
-        self._owns_executor = executor is None
         self._is_input_error = is_input_error
         self._is_oom = is_oom
 
@@ -171,10 +173,6 @@ class Batcher(Generic[T, R]):
         """Start the loop on the running event loop."""
         if self._loop_task is not None:
             raise RuntimeError("the batcher is already started")
-        if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="batcher"
-            )
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._idle.set()
@@ -208,8 +206,7 @@ class Batcher(Generic[T, R]):
         self._queue.clear()
         for request in leftover.values():
             self._fail(request, Overloaded("draining", 0.0, "the server is shutting down"))
-        if self._owns_executor and self._executor is not None:
-            self._executor.shutdown(wait=False)
+        self._device.close()
 
     # -- the request path ---------------------------------------------------------------------
     async def submit(self, items: Sequence[T], deadline: float, *,
@@ -322,12 +319,10 @@ class Batcher(Generic[T, R]):
         self._update_idle()
 
     async def _execute(self, batch: list[_Item[T, R]], started: float) -> None:
-        loop = asyncio.get_running_loop()
+        work = functools.partial(run_isolating, self._run_batch, [item.value for item in batch],
+                                 self._cap, clock=self._clock, is_oom=self._is_oom)
         try:
-            outcome = await loop.run_in_executor(self._executor, functools.partial(
-                run_isolating, self._run_batch, [item.value for item in batch], self._cap,
-                clock=self._clock, is_oom=self._is_oom,
-            ))
+            outcome, started = await self._device.run(work, min(i.deadline for i in batch))
         except Exception as exc:  # the executor itself failed (e.g. shut down)
             logger.exception("could not run a batch of %d items", len(batch))
             outcome = Outcome([None] * len(batch), dict(enumerate([exc] * len(batch))))

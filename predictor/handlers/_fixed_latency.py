@@ -6,6 +6,11 @@ lets the batcher be measured apart from model compute, and its test hooks
 (``poison`` items, ``oom_above``) let tests exercise bisection and OOM splitting
 against a real process. Options come from the artifact's ``task.json``.
 
+For multi-model tests and benchmarks (``predictor/multi``) a version can stand for a
+model of a given size and load time: ``"hold_mb": M`` makes its load allocate M MiB of
+tensor memory (measured like any model's weights), ``"load_ms": T`` makes the load take
+T ms, ``"fail_load": true`` makes it raise.
+
 Test only: with ``"allow_exit_items": true`` in ``task.json`` (never in a real artifact),
 an item ``{"exit_process": true}`` ends the process that runs it at once (``os._exit``),
 as a segfaulting or OOM-killed model would: the queue tests' poison input.
@@ -30,7 +35,7 @@ from predictor.handlers._base import (
 # An echoed instance goes back through orjson, which refuses to encode past 254 levels.
 MAX_NESTING = 64
 _KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix",
-                  "allow_exit_items"}
+                  "allow_exit_items", "hold_mb", "load_ms", "fail_load"}
 
 
 class PoisonItemError(ValueError):
@@ -57,11 +62,24 @@ class FixedLatencyHandler:
         # A version whose outputs differ from the echo (shadow-evaluation tests).
         self.output_prefix = str(options.get("output_prefix", ""))
         self.allow_exit_items = options.get("allow_exit_items") is True
+        self.hold_bytes = int(float(options.get("hold_mb", 0)) * 2**20)
+        self.load_s = float(options.get("load_ms", 0)) / 1000.0
+        self.fail_load = options.get("fail_load") is True
+        self.weights: Any = None
         if self.latency_s < 0 or (self.max_batch_size or 0) < 1:
             raise BadInput("fixed-latency needs latency_ms >= 0 and max_batch_size >= 1")
+        if self.hold_bytes < 0 or self.load_s < 0:
+            raise BadInput("fixed-latency needs hold_mb >= 0 and load_ms >= 0")
 
     def load(self) -> None:
-        """Nothing to load: the task has no weights."""
+        """No weights to read; ``hold_mb``, ``load_ms`` and ``fail_load`` act here."""
+        time.sleep(self.load_s)
+        if self.fail_load:
+            raise BadInput("fixed-latency: this version's task.json says fail_load")
+        if self.hold_bytes:
+            import torch
+
+            self.weights = torch.ones(self.hold_bytes, dtype=torch.uint8)  # touched: resident
 
     def parse(self, instance: Any, options: RequestOptions) -> Any:
         if isinstance(instance, str) and len(instance) > self.max_input_chars:

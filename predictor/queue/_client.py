@@ -1,7 +1,7 @@
 """The one place a Redis client is built (redis-py's asyncio API), for each topology the
 queue runs on, and its errors named.
 
-The scheme of ``--queue_url`` picks the topology (``predictor._config.parse_queue_url``,
+The scheme of ``--queue_url`` picks the topology (``predictor._queue_url.parse_queue_url``,
 docs/QUEUE.md "Past one Redis"): ``redis[s]://`` one server, ``redis[s]+sentinel://``
 a master found through Sentinels, ``redis[s]+cluster://`` a Redis Cluster.
 
@@ -27,7 +27,7 @@ import re
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
-from predictor._config import QueueTarget, QueueUrlError, parse_queue_url
+from predictor._queue_url import QueueTarget, QueueUrlError, parse_queue_url
 
 SENTINEL_PASSWORD_ENV = "MODELCTL_QUEUE_SENTINEL_PASSWORD"
 # Connections beyond the commands in flight on one cluster node: the reply subscription

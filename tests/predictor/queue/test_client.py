@@ -8,13 +8,8 @@ import re
 
 import pytest
 
-from predictor._config import (
-    PASSWORD_ENV,
-    QueueUrlError,
-    ServerConfig,
-    parse_config,
-    parse_queue_url,
-)
+from predictor._config import ServerConfig, parse_config
+from predictor._queue_url import PASSWORD_ENV, QueueUrlError, parse_queue_url
 from predictor.queue._client import connect, shown, uses_sharded_pubsub
 
 SECRET = "s3cr3t-pw"  # appears in every URL below; must appear in no message
