@@ -15,6 +15,7 @@ pytest_plugins = [
     "tests.support.devstack",
     "tests.support.fleet",
     "tests.support.manifests",
+    "tests.support.multi",
     "tests.support.predictor",
     "tests.support.redis",
     "tests.support.redis_ha",
