@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
@@ -14,8 +16,13 @@ from cli._common import RegistryOption
 
 def serve(
     ctx: typer.Context,
-    ref: Annotated[str, typer.Argument(help="NAME\\[@REF]: REF is a version number, alias "
-                                        "or latest.")],
+    ref: Annotated[str | None, typer.Argument(
+        help="NAME\\[@REF]: REF is a version number, alias or latest.")] = None,
+    model: Annotated[list[str] | None, typer.Option(
+        "--model", help="NAME\\[@REF] of one model of a multi-model predictor (repeat it; "
+        "each version is fetched when first needed). Needs --memory-budget-mb.")] = None,
+    memory_budget_mb: Annotated[float | None, typer.Option(
+        help="With --model: host memory the resident models may take, MiB.")] = None,
     registry: RegistryOption = None,
     port: Annotated[int, typer.Option(help="HTTP port (V1, V2, /metrics).")] = 8080,
     grpc_port: Annotated[int, typer.Option(help="gRPC port (V2).")] = 8081,
@@ -36,9 +43,16 @@ def serve(
     mode's among them (docs/QUEUE.md): a frontend and a worker of one version,
     sharing a Redis, are two serve commands.
 
+    With --model (repeated) one predictor serves several versions, each loaded
+    when first asked for and evicted least recently used under --memory-budget-mb
+    (docs/MULTI_MODEL.md); each is fetched and verified when first loaded.
+
     Examples:
 
         modelctl serve demo-embed@stable
+
+        modelctl serve --model demo-embed@stable --model demo-classify@1 \\
+            --memory-budget-mb 2048
 
         modelctl serve demo-fixed@3 --port 9000 -- --max_batch_size 100 --max_batch_wait_ms 50
 
@@ -50,28 +64,64 @@ def serve(
     """
     from registry import Registry, parse_ref, verify_dir
 
+    root = cache_dir or Path(os.environ.get("MODELCTL_CACHE", Path.home() / ".modelctl/cache"))
+    where = ["--http_host", host, "--http_port", str(port), "--grpc_port", str(grpc_port),
+             "--role", role]
+    if model or memory_budget_mb is not None:
+        _exec([*_multi_model_argv(ref, model or [], memory_budget_mb, registry, root),
+               *where, *ctx.args], f"serving {len(model or [])} models on http://{host}:{port}")
+    if ref is None:
+        raise typer.BadParameter("give NAME[@REF], or --model NAME[@REF] (repeatable) with "
+                                 "--memory-budget-mb", param_hint="REF")
     name, version_ref = parse_ref(ref)
     reg = Registry.open(registry)
     version = reg.resolve(name, version_ref)
-    root = cache_dir or Path(os.environ.get("MODELCTL_CACHE", Path.home() / ".modelctl/cache"))
     model_dir = root / name / str(version)
     manifest = reg.manifest(name, version)
     if not (model_dir / "MANIFEST.json").exists() or verify_dir(model_dir, manifest):
         sys.stderr.write(f"fetching {name} version {version} into {model_dir}\n")
         reg.fetch(name, version, model_dir)
-    argv = [
-        sys.executable, "-m", "predictor",
-        "--model_name", name,
-        "--model_dir", str(model_dir),
-        "--http_host", host,
-        "--http_port", str(port),
-        "--grpc_port", str(grpc_port),
-        "--role", role,
-        *ctx.args,
-    ]
-    sys.stderr.write(f"serving {name} version {version} ({manifest.task}) on "
-                     f"http://{host}:{port}\n")
+    _exec(["--model_name", name, "--model_dir", str(model_dir), *where, *ctx.args],
+          f"serving {name} version {version} ({manifest.task}) on http://{host}:{port}")
+
+
+def _multi_model_argv(ref: str | None, models: list[str], budget_mb: float | None,
+                      registry: str | None, cache: Path) -> list[str]:
+    """The predictor's flags for --model: a catalog of the resolved versions (their
+    manifests read now, their files fetched when each is first loaded)."""
+    from registry import Registry, parse_ref
+
+    if ref is not None:
+        raise typer.BadParameter("give NAME[@REF] or --model, not both", param_hint="REF")
+    if not models or budget_mb is None or budget_mb <= 0:
+        raise typer.BadParameter("a multi-model predictor needs --model NAME[@REF] (one or "
+                                 "more) and --memory-budget-mb > 0", param_hint="--model")
+    reg = Registry.open(registry)
+    rows: dict[str, dict[str, object]] = {}
+    for text in models:
+        name, version_ref = parse_ref(text)
+        if name in rows:
+            raise typer.BadParameter(f"{name} is given twice: one version per model name",
+                                     param_hint="--model")
+        version = reg.resolve(name, version_ref)
+        manifest = reg.manifest(name, version)
+        rows[name] = {"name": name, "model": name, "version": version, "task": manifest.task,
+                      "dir": str(cache / name / str(version)),
+                      "files": {path: entry.size for path, entry in manifest.files.items()}}
+    catalog = {"registry": reg.url, "models": list(rows.values())}
+    text = json.dumps(catalog, sort_keys=True)
+    path = cache / "catalogs" / f"{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    for row in rows.values():
+        sys.stderr.write(f"  {row['name']} version {row['version']} ({row['task']})\n")
+    return ["--multi_model", "--model_catalog", str(path), "--model_dir", str(cache),
+            "--memory_budget_mb", f"{budget_mb:g}"]
+
+
+def _exec(flags: list[str], banner: str) -> NoReturn:
+    """Become the predictor: exec, not a child, so signals (SIGTERM drain) reach it."""
+    sys.stderr.write(banner + "\n")
     sys.stdout.flush()
     sys.stderr.flush()
-    # exec, not a child: signals (SIGTERM drain) reach the predictor directly.
-    os.execv(sys.executable, argv)
+    os.execv(sys.executable, [sys.executable, "-m", "predictor", *flags])

@@ -6,6 +6,7 @@ import argparse
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
 from predictor._queue_url import QueueUrlError, parse_queue_url
@@ -64,6 +65,7 @@ class ServerConfig:
     min_residency_s: float = 30.0
     max_concurrent_loads: int = 1
     repository_token_file: str = ""
+    model_catalog: str = ""
 
     def __post_init__(self) -> None:
         problems = []
@@ -167,7 +169,10 @@ _HELP: dict[str, str] = {
     "the device thread).",
     "repository_token_file": "File holding the bearer token the repository routes' load and "
     "unload require (/v2/repository/models/NAME/load|unload, HTTP and gRPC). Empty: they are "
-    "refused."
+    "refused.",
+    "model_catalog": "With --multi_model: the models are the registry versions this JSON file "
+    "lists (modelctl serve --model writes it), each fetched and verified when first loaded, "
+    "instead of the subdirectories of --model_dir."
 }
 
 
@@ -203,9 +208,13 @@ def multi_model_problems(config: ServerConfig) -> list[str]:
     if config.max_concurrent_loads < 1:
         problems.append(f"--max_concurrent_loads must be >= 1, got {config.max_concurrent_loads}")
     if not config.multi_model:
+        if config.model_catalog:
+            problems.append("--model_catalog needs --multi_model")
         return problems
     if config.memory_budget_mb <= 0:
         problems.append("--multi_model needs --memory_budget_mb > 0")
+    if config.model_catalog and not Path(config.model_catalog).is_file():
+        problems.append("--model_catalog must name an existing file")
     for flag in ("queue_role", "shadow_url", "capture_uri"):
         if getattr(config, flag):
             problems.append(f"--multi_model cannot be combined with --{flag} (yet)")

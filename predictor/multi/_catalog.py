@@ -1,5 +1,7 @@
 """The models a multi-model predictor knows: every subdirectory of ``--model_dir`` that
-holds a ``MANIFEST.json``, named by the subdirectory.
+holds a ``MANIFEST.json``, named by the subdirectory; or, with ``--model_catalog``, the
+registry versions a catalog file lists (``modelctl serve --model`` writes it), each
+fetched and verified into its cache directory when it is first loaded.
 
 That is the layout KServe's model agent writes for TrainedModels
 (``/mnt/models/<TrainedModel name>/``, one directory per model, added and removed while
@@ -11,9 +13,11 @@ manifest cannot be read is listed, UNAVAILABLE with the reason.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 MANIFEST = "MANIFEST.json"
 # KServe's model names (and Kubernetes object names): lower case, digits, - . _
@@ -30,6 +34,23 @@ class Entry:
     task: str = ""
     file_sizes: tuple[tuple[str, int], ...] = ()
     problem: str = ""
+    source: tuple[str, str, int] | None = None  # (registry, model, version) to fetch from
+
+    def fetch_if_needed(self) -> None:
+        """A catalog entry: fetch the version into ``model_dir`` unless a verified copy is
+        there (the registry's fetch verifies every checksum, and leaves nothing behind
+        when one is wrong). Blocking: the host runs it on a load thread."""
+        from registry import Registry, read_manifest_file, verify_dir
+
+        if self.source is None:
+            return
+        url, model, version = self.source
+        registry = Registry.open(url)
+        if (self.model_dir / MANIFEST).is_file():
+            manifest = read_manifest_file(self.model_dir / MANIFEST)
+            if manifest.version == version and not verify_dir(self.model_dir, manifest):
+                return
+        registry.fetch(model, version, self.model_dir)
 
 
 def scan(models_dir: Path) -> dict[str, Entry]:
@@ -51,4 +72,24 @@ def scan(models_dir: Path) -> dict[str, Entry]:
             continue
         sizes = tuple(sorted((path, entry.size) for path, entry in manifest.files.items()))
         found[child.name] = Entry(child.name, child, str(manifest.version), manifest.task, sizes)
+    return found
+
+
+def read_catalog(path: Path) -> dict[str, Entry]:
+    """The models of a catalog file: ``{"registry": URL, "models": [{"name", "model",
+    "version", "task", "dir", "files": {path: size}}]}``; ``ValueError`` when it is not."""
+    try:
+        data: Any = json.loads(path.read_text())
+        url = str(data["registry"])
+        found = {}
+        for row in data["models"]:
+            name = str(row["name"])
+            if not _NAME.match(name):
+                raise ValueError(f"bad model name {name!r}")
+            sizes = tuple(sorted((str(p), int(n)) for p, n in dict(row["files"]).items()))
+            found[name] = Entry(name, Path(row["dir"]), str(int(row["version"])),
+                                str(row["task"]), sizes,
+                                source=(url, str(row["model"]), int(row["version"])))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"--model_catalog {path} is not a model catalog: {exc}") from None
     return found

@@ -1,6 +1,6 @@
 """The models of a multi-model predictor: loaded on demand, evicted least recently used.
 
-``ModelHost`` keeps one ``_Slot`` per model of the catalog (``_catalog``). A request
+``ModelHost`` keeps one ``Slot`` per model of the catalog (``_catalog``). A request
 takes the model with ``using(name, deadline)``: that pins it (a pinned model is never
 evicted), loads it if it is not resident, and hands over its ``BatchingModel``. Loads:
 
@@ -32,7 +32,6 @@ import math
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,41 +42,13 @@ from predictor._errors import ModelUnavailable, ModelUnknown, Overloaded, Predic
 from predictor._metrics import PredictorMetrics
 from predictor._model import BatchingModel
 from predictor.batching._device import SharedDevice
-from predictor.multi._catalog import Entry, scan
+from predictor.multi._catalog import Entry, read_catalog, scan
 from predictor.multi._measure import estimate, measure
 from predictor.multi._metrics import MultiMetrics
 from predictor.multi._residency import Budget, Resident, Room, Size, make_room
+from predictor.multi._slot import LOADING, READY, RESCAN_INTERVAL_S, UNAVAILABLE, UNLOADING, Slot
 
 logger = logging.getLogger("predictor.multi")
-
-UNAVAILABLE, LOADING, READY, UNLOADING = "UNAVAILABLE", "LOADING", "READY", "UNLOADING"
-RESCAN_INTERVAL_S = 5.0
-
-
-@dataclass(eq=False)
-class _Slot:
-    entry: Entry
-    metrics: PredictorMetrics
-    state: str = UNAVAILABLE
-    reason: str = "not loaded"
-    failed: bool = False  # the last load failed: requests do not retry it
-    model: BatchingModel | None = None
-    artifact: Artifact | None = None
-    size: Size | None = None  # measured after the last load
-    load_s: float | None = None  # how long the last load took
-    loaded_at: float = 0.0
-    last_used: float = 0.0
-    users: int = 0
-    loading: asyncio.Task[None] | None = None
-    retry_after_s: float = 0.0  # no room at the last try: when there may be
-    removed: bool = False  # its directory is gone: it leaves once its requests finish
-
-    def busy(self) -> bool:
-        if self.users or self.state in (LOADING, UNLOADING):
-            return True
-        batcher = self.model._batcher if self.model is not None else None
-        return batcher is not None and bool(batcher.queue_depth or batcher.in_flight)
-
 
 class ModelHost:
     """Every model of ``config.model_dir``, and the one device they share."""
@@ -94,17 +65,19 @@ class ModelHost:
         self._prepare_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="prepare")
         self._loaders = ThreadPoolExecutor(config.max_concurrent_loads, thread_name_prefix="load")
         self._load_turns: asyncio.Semaphore | None = None
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, Slot] = {}
+        self._catalog = (read_catalog(Path(config.model_catalog)) if config.model_catalog
+                         else None)
         self.rescan()
 
     # -- what is known ---------------------------------------------------------------------
     def rescan(self) -> None:
         """Read the model directory again: new models join, removed idle ones leave."""
-        found = scan(self.models_dir)
+        found = self._catalog if self._catalog is not None else scan(self.models_dir)
         for name, entry in found.items():
             slot = self._slots.get(name)
             if slot is None:
-                slot = self._slots[name] = _Slot(entry, PredictorMetrics.create(
+                slot = self._slots[name] = Slot(entry, PredictorMetrics.create(
                     name, entry.version or "unknown", self.config.role))
                 if entry.problem:
                     slot.reason, slot.failed = entry.problem, True
@@ -119,7 +92,7 @@ class ModelHost:
                 with contextlib.suppress(RuntimeError):  # no loop yet: nothing is resident
                     asyncio.get_running_loop().create_task(self._retire(slot))
 
-    async def _retire(self, slot: _Slot) -> None:
+    async def _retire(self, slot: Slot) -> None:
         """A model whose directory is gone: requests in flight finish, then it leaves."""
         if slot.loading is not None:
             with contextlib.suppress(Exception):
@@ -138,7 +111,7 @@ class ModelHost:
     def names(self) -> list[str]:
         return sorted(n for n, s in self._slots.items() if not s.removed)
 
-    def slot(self, name: str) -> _Slot:
+    def slot(self, name: str) -> Slot:
         if name not in self._slots:
             self.rescan()
         slot = self._slots.get(name)
@@ -185,7 +158,7 @@ class ModelHost:
             slot.users -= 1
             slot.last_used = self._clock()
 
-    async def _resident(self, slot: _Slot, deadline: float) -> BatchingModel:
+    async def _resident(self, slot: Slot, deadline: float) -> BatchingModel:
         if slot.state == READY and slot.model is not None:
             return slot.model
         name = slot.entry.name
@@ -193,8 +166,8 @@ class ModelHost:
             raise ModelUnavailable(f"model {name} is being unloaded", retry_after_s=1.0)
         if slot.failed and slot.loading is None:
             raise ModelUnavailable(f"model {name} is unavailable: {slot.reason}")
+        self.metrics.cold_starts.labels(model=name).inc()
         if slot.loading is None:
-            self.metrics.cold_starts.labels(model=name).inc()
             self._start_load(slot)
         assert slot.loading is not None
         expected = slot.load_s if slot.load_s is not None else self._longest_load_s()
@@ -220,16 +193,21 @@ class ModelHost:
         return max(times) if times else None
 
     # -- loading and evicting --------------------------------------------------------------
-    def _start_load(self, slot: _Slot) -> asyncio.Task[None]:
+    def _start_load(self, slot: Slot) -> asyncio.Task[None]:
         slot.state, slot.reason, slot.failed = LOADING, "loading", False
         slot.loading = asyncio.get_running_loop().create_task(
             self._load(slot), name=f"load-{slot.entry.name}")
         return slot.loading
 
     async def load(self, name: str) -> None:
-        """Load ``name`` now (the repository's load): retries a failed model too."""
+        """Load ``name`` now (the repository's load): retries a failed model too; a
+        resident model whose directory now holds another version is reloaded, the old
+        version serving until the new one is ready."""
         slot = self.slot(name)
         if slot.state == READY:
+            fresh = self._on_disk(name)
+            if fresh is not None and fresh.version != slot.entry.version and not fresh.problem:
+                await self._reload(slot, fresh)
             return
         if slot.state == UNLOADING:
             raise ModelUnavailable(f"model {name} is being unloaded", retry_after_s=1.0)
@@ -242,7 +220,50 @@ class ModelHost:
             raise ModelUnavailable(f"model {name} did not load: {slot.reason}",
                                    retry_after_s=slot.retry_after_s or None)
 
-    async def _load(self, slot: _Slot) -> None:
+    def _on_disk(self, name: str) -> Entry | None:
+        found = self._catalog if self._catalog is not None else scan(self.models_dir)
+        return found.get(name)
+
+    async def _reload(self, slot: Slot, fresh: Entry) -> None:
+        """The new version loads beside the old one (both count against the budget), then
+        takes its place; the old one finishes what it holds and leaves."""
+        name = slot.entry.name
+        need = estimate(dict(fresh.file_sizes), on_device=self.budget.device is not None)
+        others = [Resident(s.entry.name, s.size or Size(), s.loaded_at, s.last_used,
+                           s.busy() or s is slot)
+                  for s in self._slots.values() if s.state in (READY, LOADING, UNLOADING)]
+        room = make_room(others, max(need, slot.size or Size(), key=lambda z: z.host + z.device),
+                         self.budget, now_s=self._clock(),
+                         min_residency_s=self.config.min_residency_s)
+        if not room.fits:
+            raise Overloaded("memory", room.retry_after_s, f"no room to load version "
+                             f"{fresh.version} of {name} beside version "
+                             f"{slot.entry.version}: {room.reason}")
+        for victim in room.evict:
+            await self._evict(self._slots[victim], "evicted (least recently used)", "lru")
+        started = self._clock()
+        try:
+            model, artifact = await asyncio.get_running_loop().run_in_executor(
+                self._loaders, self._load_blocking, fresh)
+        except Exception as exc:
+            self.metrics.loaded(name, "failed", None, None)
+            raise ModelUnavailable(f"version {fresh.version} of {name} did not load (version "
+                                   f"{slot.entry.version} keeps serving): {exc}") from None
+        old_model, old_artifact = slot.model, slot.artifact
+        slot.entry, slot.model, slot.artifact = fresh, model, artifact
+        slot.size, slot.load_s = measure(model.handler), self._clock() - started
+        slot.metrics = PredictorMetrics.create(name, fresh.version, self.config.role)
+        slot.loaded_at = slot.last_used = self._clock()
+        self.metrics.loaded(name, "ok", slot.load_s, slot.size)
+        logger.info("reloaded %s: version %s serves", name, fresh.version)
+        if old_model is not None:
+            await old_model.drain()  # the requests it holds finish on the old version
+        if old_artifact is not None:
+            old_artifact.close()
+        del old_model
+        await _collect()
+
+    async def _load(self, slot: Slot) -> None:
         name = slot.entry.name
         if self._load_turns is None:
             self._load_turns = asyncio.Semaphore(self.config.max_concurrent_loads)
@@ -270,14 +291,14 @@ class ModelHost:
         finally:
             slot.loading = None
 
-    def _room_for(self, slot: _Slot, need: Size) -> Room:
+    def _room_for(self, slot: Slot, need: Size) -> Room:
         others = [Resident(s.entry.name, s.size or Size(), s.loaded_at, s.last_used, s.busy())
                   for s in self._slots.values()
                   if s is not slot and s.state in (READY, LOADING, UNLOADING)]
         return make_room(others, need, self.budget, now_s=self._clock(),
                          min_residency_s=self.config.min_residency_s)
 
-    async def _make_room(self, slot: _Slot) -> bool:
+    async def _make_room(self, slot: Slot) -> bool:
         """Evict what must go for ``slot``; False (and the slot says why) if nothing can."""
         need = slot.size or estimate(dict(slot.entry.file_sizes),
                                      on_device=self.budget.device is not None)
@@ -292,7 +313,7 @@ class ModelHost:
             await self._evict(self._slots[victim], "evicted (least recently used)", "lru")
         return True
 
-    async def _settle(self, slot: _Slot) -> None:
+    async def _settle(self, slot: Slot) -> None:
         """After a load: the model may measure more than its estimate (a first load, a task
         without weight files). Evict what must go for it to fit; if nothing may, it leaves
         again itself (429 with the time when there may be room)."""
@@ -320,7 +341,7 @@ class ModelHost:
         if slot.state == READY:
             await self._evict(slot, "unloaded", "unload")
 
-    async def _evict(self, slot: _Slot, reason: str, why: str, *,
+    async def _evict(self, slot: Slot, reason: str, why: str, *,
                      wait_for_users: bool = True) -> None:
         model, artifact = slot.model, slot.artifact
         slot.state, slot.reason = UNLOADING, "unloading"
@@ -333,18 +354,15 @@ class ModelHost:
         if artifact is not None:
             artifact.close()
         del model
-        # The batcher's cancelled tasks hold the model (through a reference cycle) until
-        # the loop has run their last step; collect after that, not before.
-        for _ in range(3):
-            await asyncio.sleep(0)
-        gc.collect()
-        _empty_device_cache()
+        await _collect()
         self.metrics.evicted(slot.entry.name, why)
         logger.info("%s %s", reason, slot.entry.name)
 
     def _load_blocking(self, entry: Entry) -> tuple[BatchingModel, Artifact]:
         config = dataclasses.replace(self.config, model_name=entry.name,
-                                     model_dir=str(entry.model_dir), multi_model=False)
+                                     model_dir=str(entry.model_dir), multi_model=False,
+                                     model_catalog="")
+        entry.fetch_if_needed()  # a catalog's version: from the registry, verified
         artifact = open_artifact(config)
         try:
             model = build_model(config, artifact, device=self.device,
@@ -364,9 +382,14 @@ class ModelHost:
         self._loaders.shutdown(wait=False)
 
 
-def _empty_device_cache() -> None:
+async def _collect() -> None:
+    """Give a dropped model's memory back. Its batcher's cancelled tasks hold it (through
+    a reference cycle) until the loop has run their last step: collect after that."""
     import torch
 
+    for _ in range(3):
+        await asyncio.sleep(0)
+    gc.collect()
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
 

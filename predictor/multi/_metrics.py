@@ -38,8 +38,8 @@ class MultiMetrics:
                                  "holds (0 when not resident), by memory (host, device).",
                                  ("model", "memory"), registry=registry),
             cold_starts=Counter("modelctl_model_cold_starts", "Requests that found their "
-                                "model not resident and started its load.", ("model",),
-                                registry=registry),
+                                "model not resident and waited for its load (started it or "
+                                "joined it).", ("model",), registry=registry),
         )
 
     def loaded(self, model: str, outcome: str, seconds: float | None, size: Size | None) -> None:

@@ -31,9 +31,10 @@ def serve(dev_registry: Path, tmp_path: Path) -> Iterator[Start]:
     started: list[ManagedProcess] = []
 
     def start(role: str, *extra: str, env: dict[str, str] | None = None,
-              ) -> tuple[ManagedProcess, str]:
+              what: tuple[str, ...] = (f"{MODEL}@1",)) -> tuple[ManagedProcess, str]:
+        """``what``: the serve command's own arguments; ``extra`` go after ``--``."""
         port = free_port()
-        argv = [sys.executable, "-m", "cli", "serve", f"{MODEL}@1", "--registry",
+        argv = [sys.executable, "-m", "cli", "serve", *what, "--registry",
                 str(dev_registry), "--cache-dir", str(tmp_path / "cache"), "--port", str(port),
                 "--grpc-port", str(free_port()), "--", *extra]
         proc = ManagedProcess(f"serve-{role}", argv, log_dir=tmp_path, cwd=ROOT, env=env)
@@ -67,3 +68,46 @@ def test_queue_flags_after_the_double_dash_reach_the_predictor(
     refused = httpx.post(f"{worker_url}/v1/models/{MODEL}:predict", json={"instances": ["x"]},
                          timeout=10)
     assert refused.status_code == 404 and "queue worker" in refused.text
+
+
+def test_several_models_are_served_and_each_fetched_when_first_asked_for(
+        serve: Start, dev_registry: Path, tmp_path: Path) -> None:
+    from registry import Registry
+
+    reg = Registry.open(str(dev_registry))
+    src = tmp_path / "other-src"
+    src.mkdir()
+    (src / "task.json").write_text('{"latency_ms": 1, "output_prefix": "other:"}')
+    other = reg.push(src, "serve-other", "fixed-latency").version
+    proc, url = serve("multi", what=("--model", f"{MODEL}@1", "--model",
+                                     f"serve-other@{other}", "--memory-budget-mb", "64"))
+    wait_http_ok(f"{url}/v2/health/ready", timeout_s=60, proc=proc)
+    cache = tmp_path / "cache"
+    assert not (cache / MODEL / "1").exists()  # nothing fetched before it is needed
+    index = httpx.post(f"{url}/v2/repository/index", timeout=10).json()
+    assert [(r["name"], r["version"], r["state"]) for r in index] == [
+        (MODEL, "1", "UNAVAILABLE"), ("serve-other", str(other), "UNAVAILABLE")]
+    reply = httpx.post(f"{url}/v1/models/serve-other:predict", json={"instances": ["x"]},
+                       timeout=60)
+    assert reply.status_code == 200 and reply.json() == {"predictions": ["other:x"]}
+    assert (cache / "serve-other" / str(other) / "MANIFEST.json").is_file()
+    assert not (cache / MODEL / "1").exists()
+    assert httpx.post(f"{url}/v1/models/{MODEL}:predict", json={"instances": ["y"]},
+                      timeout=60).status_code == 200
+    assert (cache / MODEL / "1" / "MANIFEST.json").is_file()
+
+
+@pytest.mark.parametrize("args", [
+    ["--model", f"{MODEL}@1"],  # no budget
+    ["--model", f"{MODEL}@1", "--model", f"{MODEL}@1", "--memory-budget-mb", "64"],
+    [f"{MODEL}@1", "--model", f"{MODEL}@1", "--memory-budget-mb", "64"],
+    [],  # nothing to serve
+])
+def test_a_bad_multi_model_command_line_exits_2(args: list[str], dev_registry: Path) -> None:
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-m", "cli", "serve", *args, "--registry",
+                           str(dev_registry)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=60)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr

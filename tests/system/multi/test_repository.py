@@ -120,3 +120,36 @@ def test_grpc_loads_on_demand_and_guards_the_repository(
         load(kserve_repository_request("g"), timeout=10,
              metadata=(("authorization", f"Bearer {TOKEN}"),))
         assert multi.states() == {"g": "READY"}
+
+
+def test_a_newer_version_loads_beside_the_old_one_which_serves_until_it_is_ready(
+        tmp_path: Path, start_multi: Callable[..., Multi]) -> None:
+    from registry import Registry
+
+    models = fill_models_dir(tmp_path, {"r": {"latency_ms": 300, "output_prefix": "v1:",
+                                              "max_batch_size": 8}})
+    multi = start_multi(models, "--memory_budget_mb", "20")
+    assert multi.v1("r", ["x"]).json() == {"predictions": ["v1:x"]}
+    # KServe's agent would download the new version into the model's directory.
+    src = tmp_path / "src-v2"
+    src.mkdir()
+    (src / "task.json").write_text('{"latency_ms": 1, "output_prefix": "v2:", "load_ms": 500}')
+    registry = Registry.open(str(tmp_path / "registry"))
+    version = registry.push(src, "r", "fixed-latency").version
+    registry.fetch("r", version, tmp_path / "r-v2")
+    (models / "r").rename(tmp_path / "r-v1")
+    (tmp_path / "r-v2").rename(models / "r")
+    with ThreadPoolExecutor(6) as pool:
+        flying = [pool.submit(multi.v1, "r", [f"old{i}"]) for i in range(4)]
+        time.sleep(0.1)
+        reloading = pool.submit(multi.repository, "r", "load")
+        time.sleep(0.2)  # the new version is loading: requests keep going to the old one
+        during = multi.v1("r", ["during"])
+        assert reloading.result().status_code == 200
+        old = [f.result() for f in flying]
+    assert [r.json()["predictions"] for r in old] == [[f"v1:old{i}"] for i in range(4)]
+    assert during.json() == {"predictions": ["v1:during"]}
+    assert multi.v1("r", ["after"]).json() == {"predictions": ["v2:after"]}
+    assert multi.index()["r"]["version"] == str(version)
+    assert multi.metric("modelctl_requests_total", model="r", version=str(version),
+                        code="200") == 1
