@@ -20,10 +20,11 @@ TOKEN = "test-repository-token-0123456789"
 
 
 def fill_models_dir(root: Path, fixed: dict[str, dict[str, Any]],
-                    built: dict[str, Callable[[Path], None]] | None = None) -> Path:
+                    built: dict[str, Callable[[Path], None]] | None = None,
+                    task: dict[str, str] | None = None) -> Path:
     """``root/models/<name>``: each a version pushed to and fetched from a real registry
-    (``fixed``: fixed-latency task options; ``built``: a builder of a text-classification
-    artifact, ``scripts.demo_models``')."""
+    (``fixed``: fixed-latency task options; ``built``: a builder of an artifact from
+    ``scripts.demo_models``, text-classification unless ``task`` names another)."""
     from registry import Registry
 
     registry = Registry.open(str(root / "registry"))
@@ -34,7 +35,7 @@ def fill_models_dir(root: Path, fixed: dict[str, dict[str, Any]],
         sources.append((name, "fixed-latency", lambda d, o=options: (d / "task.json").write_text(
             json.dumps(o))))
     for name, build in (built or {}).items():
-        sources.append((name, "text-classification", build))
+        sources.append((name, (task or {}).get(name, "text-classification"), build))
     for name, task, build in sources:
         src = root / "src" / name
         src.mkdir(parents=True, exist_ok=True)

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import httpx
 
-from scripts.demo_models import build_classify
+from scripts.demo_models import build_classify, build_embed
+from tests.support import wait_for
 from tests.support.multi import Multi, fill_models_dir
 
 MIB = 2**20
@@ -57,7 +58,13 @@ def test_concurrent_first_requests_load_a_cold_model_once(
                                                  "hold_mb": 1}})
     multi = start_multi(models, "--memory_budget_mb", "20")
     with ThreadPoolExecutor(12) as pool:
-        replies = list(pool.map(lambda i: multi.v1("slow", [f"r{i}"]), range(12)))
+        asked = [pool.submit(multi.v1, "slow", [f"r{i}"]) for i in range(12)]
+        wait_for(lambda: multi.index()["slow"]["state"] != "UNAVAILABLE", timeout_s=10,
+                 interval_s=0.05, what="the load to start")
+        assert multi.index()["slow"] | {"reason": ""} == {
+            "name": "slow", "version": "1", "state": "LOADING", "reason": "",
+            "host_bytes": 0, "device_bytes": 0}
+        replies = [f.result() for f in asked]
     assert [r.status_code for r in replies] == [200] * 12
     assert [r.json()["predictions"] for r in replies] == [[f"r{i}"] for i in range(12)]
     assert multi.metric("modelctl_model_loads_total", model="slow", outcome="ok") == 1
@@ -91,3 +98,24 @@ def test_real_classifiers_answer_as_before_their_eviction(
     assert again.status_code == 200 and again.json()["predictions"] == first["cls0"]
     labels = {p["label"] for row in first.values() for p in row}
     assert labels <= {"negative", "neutral", "positive"}
+
+
+def test_the_real_minilm_takes_turns_with_a_classifier_and_answers_the_same(
+        tmp_path: Path, start_multi: Callable[..., Multi]) -> None:
+    built = {"minilm": build_embed, "cls": lambda d: build_classify(d, seed=7)}
+    models = fill_models_dir(tmp_path, {}, built, task={"minilm": "feature-extraction"})
+    sizes = {n: sum(p.stat().st_size for p in (models / n).glob("*.safetensors"))
+             for n in built}
+    # Room for the embedder or the classifier, not both.
+    budget_mb = (max(sizes.values()) + 0.5 * min(sizes.values())) / MIB
+    multi = start_multi(models, "--memory_budget_mb", f"{budget_mb:.1f}",
+                        "--min_residency_s", "0")
+    first = multi.v1("minilm", ["the same sentence"]).json()["predictions"]
+    assert len(first[0]) == 384  # MiniLM's embedding
+    assert multi.v1("cls", ["a fine day"]).status_code == 200
+    assert multi.states() == {"cls": "READY", "minilm": "UNAVAILABLE"}
+    again = multi.v1("minilm", ["the same sentence"]).json()["predictions"]
+    assert multi.states() == {"cls": "UNAVAILABLE", "minilm": "READY"}
+    assert again == first
+    # Measured: the tensors, i.e. the file less its JSON header.
+    assert 0 < sizes["minilm"] - multi.index()["minilm"]["host_bytes"] < 0.01 * sizes["minilm"]
