@@ -90,14 +90,27 @@ def render(
     validate: Annotated[
         bool, typer.Option("--validate/--no-validate", help="Check the result before printing.")
     ] = True,
+    trained_model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--trained-model",
+            metavar="NAME@REF",
+            help="Serve this registry version as a KServe TrainedModel of the rendered "
+            "InferenceService (repeatable; a multi-model overlay only).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Print an overlay's manifests for NAME@REF, ready for kubectl apply.
 
     kustomize builds the overlay; each modelctl-registry://MODEL@REF
     storageUri becomes the registry's URI for that version (MODEL@stable,
     as in standard-canary, is the model's stable alias); InferenceServices
-    take the model's name. The result is checked like `deploy validate`
-    before anything is printed.
+    take the model's name. Each --trained-model adds a TrainedModel of the
+    InferenceService, its storageUri resolved the same way and its memory
+    from the version's size; the overlay must be a multi-model one, whose
+    InferenceService has no storageUri (there NAME only names it). The
+    result is checked like `deploy validate` before anything is printed.
 
     Examples:
 
@@ -106,12 +119,16 @@ def render(
 
         modelctl deploy render demo-embed@3 --overlay standard-canary \\
             -n prod --registry s3://models/registry
+
+        modelctl deploy render pool --overlay multi-model \\
+            --trained-model demo-embed@stable --trained-model sentiment@3
     """
     import yaml
 
     from deploycheck import (
         CheckConfig,
         Checker,
+        DeployError,
         RenderRequest,
         find_crds,
         find_kubectl,
@@ -120,11 +137,22 @@ def render(
         overlay_dir,
     )
     from deploycheck import render as render_overlay
-    from registry import Registry, parse_ref
+    from registry import InvalidName, Registry, parse_ref
 
     model, version_ref = parse_ref(ref)
+    trained: list[tuple[str, str]] = []
+    for raw in trained_model or []:
+        try:
+            trained.append(parse_ref(raw))
+        except InvalidName as exc:
+            raise DeployError(f"--trained-model {raw!r}: {exc}") from exc
     request = RenderRequest(
-        model=model, ref=version_ref, overlay=overlay, namespace=namespace, name=name
+        model=model,
+        ref=version_ref,
+        overlay=overlay,
+        namespace=namespace,
+        name=name,
+        trained_models=tuple(trained),
     )
     directory = overlay_dir(overlay, find_kustomize_dir(kustomize_dir))
     reg = Registry.open(registry)
@@ -138,7 +166,11 @@ def render(
     def version(model_name: str, model_ref: str) -> str:
         return str(reg.resolve(model_name, model_ref))
 
-    docs = render_overlay(request, directory, kubectl, resolve, version)
+    def files(model_name: str, model_ref: str) -> dict[str, int]:
+        manifest = reg.manifest(model_name, model_ref)
+        return {path: entry.size for path, entry in manifest.files.items()}
+
+    docs = render_overlay(request, directory, kubectl, resolve, version, files)
     if any(uri.startswith("file://") for uri in resolved):
         sys.stderr.write(
             "warning: storageUri is a file:// path, which pods cannot read: use an s3:// "

@@ -3,8 +3,9 @@
 Documents are validated as a real API server would with ``kubectl apply``: custom
 resources against the upstream CRDs' OpenAPI schemas (unknown fields are errors),
 built-in kinds against ``kubernetes-validate``'s strict schemas, then the semantic
-rules of ``_rules`` and ``_rbac``, and KServe's validating webhook for InferenceServices
-(``_webhook``: ``admit_inferenceservice``). The CRDs come from a folder, or from the
+rules of ``_rules`` and ``_rbac``, and KServe's validating webhooks for InferenceServices
+(``_webhook``: ``admit_inferenceservice``) and TrainedModels (``_webhook_trainedmodel``:
+``admit_trainedmodel``). The CRDs come from a folder, or from the
 cluster a kubeconfig points at (``find_crds``). Kustomizations are rendered with real
 kustomize.
 """
@@ -26,6 +27,7 @@ from deploycheck._locate import (
 from deploycheck._problems import Problem
 from deploycheck._render import RenderRequest, overlay_dir, render
 from deploycheck._webhook import admit_inferenceservice
+from deploycheck._webhook_trainedmodel import admit_trainedmodel
 
 __all__ = [
     "DEFAULT_KUBE_VERSION",
@@ -36,6 +38,7 @@ __all__ = [
     "RenderRequest",
     "Report",
     "admit_inferenceservice",
+    "admit_trainedmodel",
     "find_crds",
     "find_crds_dir",
     "find_kubectl",

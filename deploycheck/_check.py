@@ -1,7 +1,8 @@
 """The checker: collect documents from files, folders and kustomizations, validate each
 against its schema (CRD or built-in), then apply the semantic rules and, to each
-InferenceService, KServe's validating webhook (``_webhook``). The CRDs come from a folder
-or from the cluster (:func:`find_crds`)."""
+InferenceService and TrainedModel, KServe's validating webhook for it (``_webhook``,
+``_webhook_trainedmodel``). The CRDs come from a folder or from the cluster
+(:func:`find_crds`)."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from deploycheck._rbac import check_role, is_rollout_role
 from deploycheck._rules import RULES
 from deploycheck._webhook import RULE as WEBHOOK_RULE
 from deploycheck._webhook import is_inference_service, webhook_findings
+from deploycheck._webhook_trainedmodel import is_trained_model, trainedmodel_findings
 from deploycheck._yaml import YamlDocumentError, load_documents
 
 DEFAULT_KUBE_VERSION = "1.33"
@@ -172,6 +174,10 @@ class Checker:
             findings.extend(check_role(doc, self.config.rollout_src))
         if is_inference_service(doc):
             findings.extend(Finding(f.path, f.message, WEBHOOK_RULE) for f in webhook_findings(doc))
+        if is_trained_model(doc):
+            findings.extend(
+                Finding(f.path, f.message, WEBHOOK_RULE) for f in trainedmodel_findings(doc)
+            )
         return findings
 
     def _schema_findings(self, doc: Mapping[str, Any]) -> list[Finding]:

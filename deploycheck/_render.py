@@ -15,7 +15,10 @@ them at placeholders ``modelctl-registry://MODEL@REF``. Rendering
   ``--model_name=model``, ``redis://model-queue-redis``), ``.NAMESPACE.svc`` host,
   ``VERSION`` token (the version number REF names) and storage placeholder (an
   initContainer's args) is rewritten; the InferenceServices' references to their
-  names follow.
+  names follow;
+- with ``trained_models`` (``--trained-model MODEL@REF``), adds one KServe TrainedModel
+  per model for the rendered InferenceService, which must be a multi-model one
+  (``_trained``: no storageUri, as KServe's ``IsMMSPredictor`` reads it).
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import Any
 
 from deploycheck import _kustomize
 from deploycheck._errors import DeployError
+from deploycheck._trained import Files, require_multi_model, trained_models
 from deploycheck._yaml import YamlDocumentError, load_documents
 
 PLACEHOLDER = re.compile(r"^modelctl-registry://(?P<model>[^@\s]+)@(?P<ref>\S+)$")
@@ -46,15 +50,27 @@ Resolver = Callable[[str, str], str]
 
 @dataclass(frozen=True)
 class RenderRequest:
-    """One model version through one overlay; ``name`` defaults to the model's name."""
+    """One model version through one overlay; ``name`` defaults to the model's name.
+    ``trained_models``: ``(model, ref)`` pairs served as TrainedModels of the rendered
+    InferenceService (a multi-model overlay's), one version per model."""
 
     model: str
     ref: str
     overlay: str
     namespace: str | None = None
     name: str | None = None
+    trained_models: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
+        seen: dict[str, str] = {}
+        for model, ref in self.trained_models:
+            if model in seen:
+                raise DeployError(
+                    f"--trained-model {model} is given twice ({model}@{seen[model]}, "
+                    f"{model}@{ref}): a TrainedModel is named after its model, so one "
+                    "version each"
+                )
+            seen[model] = ref
         isvc = self.isvc_name
         if not _ISVC_NAME.match(isvc) or len(isvc) > 63:
             raise DeployError(
@@ -93,16 +109,25 @@ def render(
     kubectl: str,
     resolve: Resolver,
     version: Resolver | None = None,
+    files: Files | None = None,
 ) -> list[dict[str, Any]]:
     """The overlay's objects, concrete for ``request``; ``resolve(model, ref)`` gives a
     storageUri (the registry's ``storage_uri``), ``version(model, ref)`` the version
-    number a ref names (needed only where a per-model object says ``VERSION``)."""
+    number a ref names (needed only where a per-model object says ``VERSION``),
+    ``files(model, ref)`` a version's file sizes (needed only for trained models)."""
     text = _kustomize.build(directory, kubectl)
     try:
         docs = [doc for _, doc in load_documents(text) if isinstance(doc, dict)]
     except YamlDocumentError as exc:
         raise DeployError(f"kustomize output for {directory} is not YAML: {exc}") from exc
     renames = _rename(docs, request)
+    served = [d for d in docs if d.get("kind") == "InferenceService"
+              and d["metadata"].get("name") == request.isvc_name]
+    if request.trained_models:
+        if not served or files is None:
+            raise DeployError(f"no InferenceService {request.isvc_name!r} (or no file sizes) "
+                              "to render the trained models for")
+        require_multi_model(served[0], request.overlay)
     per_model = [id(doc) for doc in docs if _is_owned(doc)]
     owned = _rename_owned(docs, request)
     for doc in docs:
@@ -119,6 +144,8 @@ def render(
             for key in ("spec", "data", "stringData"):
                 if key in doc:
                     doc[key] = _rewrite_strings(doc[key], fix)
+    if request.trained_models and files is not None:
+        docs.extend(trained_models(served[0], request.trained_models, resolve, files))
     return docs
 
 

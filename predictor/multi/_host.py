@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gc
 import logging
 import math
 import time
@@ -45,8 +44,17 @@ from predictor.batching._device import SharedDevice
 from predictor.multi._catalog import Entry, read_catalog, scan
 from predictor.multi._measure import estimate, measure
 from predictor.multi._metrics import MultiMetrics
-from predictor.multi._residency import Budget, Resident, Room, Size, make_room
-from predictor.multi._slot import LOADING, READY, RESCAN_INTERVAL_S, UNAVAILABLE, UNLOADING, Slot
+from predictor.multi._residency import Budget, Room, Size, make_room
+from predictor.multi._slot import (
+    LOADING,
+    READY,
+    RESCAN_INTERVAL_S,
+    UNAVAILABLE,
+    UNLOADING,
+    Slot,
+    release_memory,
+    shown,
+)
 
 logger = logging.getLogger("predictor.multi")
 
@@ -229,9 +237,8 @@ class ModelHost:
         takes its place; the old one finishes what it holds and leaves."""
         name = slot.entry.name
         need = estimate(dict(fresh.file_sizes), on_device=self.budget.device is not None)
-        others = [Resident(s.entry.name, s.size or Size(), s.loaded_at, s.last_used,
-                           s.busy() or s is slot)
-                  for s in self._slots.values() if s.state in (READY, LOADING, UNLOADING)]
+        others = [s.as_resident(busy=s is slot or None) for s in self._slots.values()
+                  if s.state in (READY, LOADING, UNLOADING)]
         room = make_room(others, max(need, slot.size or Size(), key=lambda z: z.host + z.device),
                          self.budget, now_s=self._clock(),
                          min_residency_s=self.config.min_residency_s)
@@ -261,7 +268,7 @@ class ModelHost:
         if old_artifact is not None:
             old_artifact.close()
         del old_model
-        await _collect()
+        await release_memory()
 
     async def _load(self, slot: Slot) -> None:
         name = slot.entry.name
@@ -280,7 +287,7 @@ class ModelHost:
                 slot.state, slot.reason = READY, ""
                 self.metrics.loaded(name, "ok", slot.load_s, slot.size)
                 logger.info("loaded %s version %s in %.2f s (%s)", name, artifact.version,
-                            slot.load_s, _shown(slot.size))
+                            slot.load_s, shown(slot.size))
                 await self._settle(slot)
         except Exception as exc:  # a failed load leaves every other model serving
             reason = str(exc) if isinstance(exc, PredictorError) else (
@@ -292,8 +299,7 @@ class ModelHost:
             slot.loading = None
 
     def _room_for(self, slot: Slot, need: Size) -> Room:
-        others = [Resident(s.entry.name, s.size or Size(), s.loaded_at, s.last_used, s.busy())
-                  for s in self._slots.values()
+        others = [s.as_resident() for s in self._slots.values()
                   if s is not slot and s.state in (READY, LOADING, UNLOADING)]
         return make_room(others, need, self.budget, now_s=self._clock(),
                          min_residency_s=self.config.min_residency_s)
@@ -303,6 +309,7 @@ class ModelHost:
         need = slot.size or estimate(dict(slot.entry.file_sizes),
                                      on_device=self.budget.device is not None)
         room = self._room_for(slot, need)
+        slot.reserved = need if room.fits else Size()  # what concurrent loads plan around
         if not room.fits:
             slot.state, slot.reason = UNAVAILABLE, room.reason
             slot.failed = math.isinf(room.retry_after_s)  # larger than the budget: for good
@@ -325,7 +332,7 @@ class ModelHost:
             return
         if not room.fits:  # the budget is a hard limit: the newcomer leaves again, for now
             logger.warning("%s holds %s, more than its estimate and than the budget leaves "
-                           "now: unloaded again (%s)", slot.entry.name, _shown(slot.size),
+                           "now: unloaded again (%s)", slot.entry.name, shown(slot.size),
                            room.reason)
             await self._evict(slot, room.reason, "no_room", wait_for_users=False)
             slot.retry_after_s = room.retry_after_s
@@ -354,7 +361,7 @@ class ModelHost:
         if artifact is not None:
             artifact.close()
         del model
-        await _collect()
+        await release_memory()
         self.metrics.evicted(slot.entry.name, why)
         logger.info("%s %s", reason, slot.entry.name)
 
@@ -380,19 +387,3 @@ class ModelHost:
                                                   return_exceptions=True), timeout_s)
         self.device.shutdown()
         self._loaders.shutdown(wait=False)
-
-
-async def _collect() -> None:
-    """Give a dropped model's memory back. Its batcher's cancelled tasks hold it (through
-    a reference cycle) until the loop has run their last step: collect after that."""
-    import torch
-
-    for _ in range(3):
-        await asyncio.sleep(0)
-    gc.collect()
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
-
-
-def _shown(size: Size) -> str:
-    return f"{size.host / 2**20:.1f} MiB host, {size.device / 2**20:.1f} MiB device"

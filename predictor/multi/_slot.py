@@ -4,13 +4,14 @@ states), its model when resident, what it measured and when it was used."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+import gc
+from dataclasses import dataclass, field
 
 from predictor._artifact import Artifact
 from predictor._metrics import PredictorMetrics
 from predictor._model import BatchingModel
 from predictor.multi._catalog import Entry
-from predictor.multi._residency import Size
+from predictor.multi._residency import Resident, Size
 
 UNAVAILABLE, LOADING, READY, UNLOADING = "UNAVAILABLE", "LOADING", "READY", "UNLOADING"
 RESCAN_INTERVAL_S = 5.0
@@ -35,9 +36,31 @@ class Slot:
     loading: asyncio.Task[None] | None = None
     retry_after_s: float = 0.0  # no room at the last try: when there may be
     removed: bool = False  # its directory is gone: it leaves once its requests finish
+    reserved: Size = field(default_factory=Size)  # while loading: its estimate
+
+    def as_resident(self, *, busy: bool | None = None) -> Resident:
+        """The slot as the planner sees it (``busy``: instead of whether it is)."""
+        return Resident(self.entry.name, self.size or self.reserved, self.loaded_at,
+                        self.last_used, self.busy() if busy is None else busy)
 
     def busy(self) -> bool:
         if self.users or self.state in (LOADING, UNLOADING):
             return True
         batcher = self.model._batcher if self.model is not None else None
         return batcher is not None and bool(batcher.queue_depth or batcher.in_flight)
+
+
+async def release_memory() -> None:
+    """Give a dropped model's memory back. Its batcher's cancelled tasks hold it (through
+    a reference cycle) until the loop has run their last step: collect after that."""
+    import torch
+
+    for _ in range(3):
+        await asyncio.sleep(0)
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def shown(size: Size) -> str:
+    return f"{size.host / 2**20:.1f} MiB host, {size.device / 2**20:.1f} MiB device"

@@ -66,6 +66,7 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
             "Secret",
             "Secret",
             "Secret",
+            "Secret",
             "ServiceAccount",
             "ServiceAccount",
         ]
