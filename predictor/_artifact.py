@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterable
@@ -26,6 +27,7 @@ from predictor._config import ServerConfig
 from predictor._errors import ArtifactError
 
 logger = logging.getLogger("predictor")
+_AGENT_MARKER = re.compile(r"SUCCESS\.[0-9a-f]{64}")
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,8 @@ def open_artifact(config: ServerConfig) -> Artifact:
         )
     manifest = read_manifest_file(manifest_path)
     if config.verify_checksums:
-        problems = verify_dir(model_dir, manifest, missing_empty_ok=True)
+        problems = verify_dir(model_dir, manifest, missing_empty_ok=True,
+                              extra_ok=is_agent_marker)
         if problems:
             raise ArtifactError(
                 f"{manifest.name} version {manifest.version} failed verification, "
@@ -69,6 +72,14 @@ def open_artifact(config: ServerConfig) -> Artifact:
     logger.info("%d empty file(s) absent from %s (%s): loading from %s", len(missing),
                 model_dir, ", ".join(missing), overlay)
     return Artifact(manifest.task, str(manifest.version), overlay, overlay)
+
+
+def is_agent_marker(rel: str) -> bool:
+    """KServe's model agent, once it has downloaded a TrainedModel, writes
+    ``<model dir>/SUCCESS.<hex sha256 of the model spec>`` beside its files
+    (pkg/agent/downloader.go ``DownloadModel``, storage/utils.go ``AsSha256``): not the
+    version's, and no reason to refuse it."""
+    return _AGENT_MARKER.fullmatch(rel) is not None
 
 
 def missing_empty_files(model_dir: Path, sizes: dict[str, int]) -> list[str]:

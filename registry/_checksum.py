@@ -95,11 +95,14 @@ def compare(path: str, expected: FileEntry, actual: FileEntry) -> str | None:
     return None
 
 
-def extra_problems(present: Iterable[str], manifest: Manifest) -> list[str]:
-    """Files that exist but are not in the manifest (the manifest itself excepted)."""
+def extra_problems(present: Iterable[str], manifest: Manifest,
+                   extra_ok: Callable[[str], bool] | None = None) -> list[str]:
+    """Files that exist but are not in the manifest (the manifest itself excepted, and
+    those ``extra_ok`` accepts)."""
     return [
         f"{path}: extra file, not in the manifest"
         for path in sorted(set(present) - set(manifest.files) - {MANIFEST_NAME})
+        if extra_ok is None or not extra_ok(path)
     ]
 
 
@@ -113,7 +116,8 @@ def list_local_files(root: Path) -> list[str]:
 
 
 def verify_dir(
-    path: str | Path, manifest: Manifest, *, missing_empty_ok: bool = False
+    path: str | Path, manifest: Manifest, *, missing_empty_ok: bool = False,
+    extra_ok: Callable[[str], bool] | None = None,
 ) -> list[str]:
     """Recompute every checksum of a local copy of a version; problems by file name.
 
@@ -123,12 +127,13 @@ def verify_dir(
     ``missing_empty_ok`` accepts a missing file whose manifest entry is the empty
     file (size 0, the sha256 of no bytes): copies made by downloaders that skip
     zero-byte objects, such as KServe's storage initializer, lack them. A size-0
-    file that is present is checked all the same.
+    file that is present is checked all the same. ``extra_ok`` accepts files a
+    downloader adds that are not the version's (KServe's model agent's success marker).
     """
     root = Path(path)
     if not root.is_dir():
         return [f"{root}: not a directory"]
-    problems = extra_problems(list_local_files(root), manifest)
+    problems = extra_problems(list_local_files(root), manifest, extra_ok)
 
     def check(item: tuple[str, FileEntry]) -> str | None:
         rel, expected = item

@@ -93,3 +93,16 @@ def read_catalog(path: Path) -> dict[str, Entry]:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise ValueError(f"--model_catalog {path} is not a model catalog: {exc}") from None
     return found
+
+
+def signature(model_dir: Path) -> tuple[tuple[str, int, int], ...]:
+    """What a model directory holds now (names, sizes, modification times): a failed load
+    is tried again once it changes (a download that was still under way, a fixed file)."""
+    found = []
+    for path in sorted(model_dir.rglob("*")):
+        try:
+            stat = path.stat()
+        except OSError:
+            continue
+        found.append((path.relative_to(model_dir).as_posix(), stat.st_size, stat.st_mtime_ns))
+    return tuple(found)

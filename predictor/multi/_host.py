@@ -41,7 +41,7 @@ from predictor._errors import ModelUnavailable, ModelUnknown, Overloaded, Predic
 from predictor._metrics import PredictorMetrics
 from predictor._model import BatchingModel
 from predictor.batching._device import SharedDevice
-from predictor.multi._catalog import Entry, read_catalog, scan
+from predictor.multi._catalog import Entry, read_catalog, scan, signature
 from predictor.multi._measure import estimate, measure
 from predictor.multi._metrics import MultiMetrics
 from predictor.multi._residency import Budget, Room, Size, make_room
@@ -91,6 +91,9 @@ class ModelHost:
                     slot.reason, slot.failed = entry.problem, True
             elif slot.state == UNAVAILABLE:
                 slot.entry = entry
+                if (slot.failed and slot.loading is None and not entry.problem
+                        and signature(entry.model_dir) != slot.failed_on):
+                    slot.failed, slot.reason = False, "not loaded (changed since it failed)"
         for name in [n for n, s in self._slots.items() if n not in found]:
             slot = self._slots[name]
             if slot.state == UNAVAILABLE and slot.loading is None:
@@ -292,7 +295,7 @@ class ModelHost:
         except Exception as exc:  # a failed load leaves every other model serving
             reason = str(exc) if isinstance(exc, PredictorError) else (
                 f"{type(exc).__name__}: {exc}")
-            slot.state, slot.reason, slot.failed = UNAVAILABLE, reason[:500], True
+            slot.fail(reason[:500])
             self.metrics.loaded(name, "failed", None, None)
             logger.warning("could not load %s: %s", name, slot.reason)
         finally:
@@ -312,7 +315,8 @@ class ModelHost:
         slot.reserved = need if room.fits else Size()  # what concurrent loads plan around
         if not room.fits:
             slot.state, slot.reason = UNAVAILABLE, room.reason
-            slot.failed = math.isinf(room.retry_after_s)  # larger than the budget: for good
+            if math.isinf(room.retry_after_s):  # larger than the budget: for good
+                slot.fail(f"too big for the budget: {room.reason}")
             slot.retry_after_s = 0.0 if slot.failed else room.retry_after_s
             self.metrics.loaded(slot.entry.name, "no_room", None, None)
             return False
@@ -328,7 +332,7 @@ class ModelHost:
         room = self._room_for(slot, slot.size)
         if not room.fits and math.isinf(room.retry_after_s):  # alone larger than the budget
             await self._evict(slot, room.reason, "too_big", wait_for_users=False)
-            slot.reason, slot.failed = f"too big for the budget: {room.reason}", True
+            slot.fail(f"too big for the budget: {room.reason}")
             return
         if not room.fits:  # the budget is a hard limit: the newcomer leaves again, for now
             logger.warning("%s holds %s, more than its estimate and than the budget leaves "

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from predictor._artifact import Artifact
 from predictor._metrics import PredictorMetrics
 from predictor._model import BatchingModel
-from predictor.multi._catalog import Entry
+from predictor.multi._catalog import Entry, signature
 from predictor.multi._residency import Resident, Size
 
 UNAVAILABLE, LOADING, READY, UNLOADING = "UNAVAILABLE", "LOADING", "READY", "UNLOADING"
@@ -37,11 +37,18 @@ class Slot:
     retry_after_s: float = 0.0  # no room at the last try: when there may be
     removed: bool = False  # its directory is gone: it leaves once its requests finish
     reserved: Size = field(default_factory=Size)  # while loading: its estimate
+    failed_on: tuple[tuple[str, int, int], ...] = ()  # the directory when its load failed
 
     def as_resident(self, *, busy: bool | None = None) -> Resident:
         """The slot as the planner sees it (``busy``: instead of whether it is)."""
         return Resident(self.entry.name, self.size or self.reserved, self.loaded_at,
                         self.last_used, self.busy() if busy is None else busy)
+
+    def fail(self, reason: str) -> None:
+        """UNAVAILABLE for ``reason``; not tried again until its directory changes or the
+        repository's load asks."""
+        self.state, self.reason, self.failed = UNAVAILABLE, reason, True
+        self.failed_on = signature(self.entry.model_dir)
 
     def busy(self) -> bool:
         if self.users or self.state in (LOADING, UNLOADING):

@@ -346,3 +346,18 @@ def test_a_store_that_ignores_exclusive_create_is_caught(tmp_path: Path,
     with pytest.raises(StoreError, match="ignored an exclusive create"):
         reg.push(sample_src, "demo", "feature-extraction")
     assert reg.versions("demo") == []
+
+
+def test_verify_dir_accepts_only_the_extra_files_it_is_told_to(
+        reg: Registry, sample_src: Path, tmp_path: Path) -> None:
+    from registry import verify_dir
+
+    m = reg.push(sample_src, "demo", "feature-extraction")
+    copy = tmp_path / "copy"
+    reg.fetch("demo", 1, copy)
+    (copy / "SUCCESS.0f").write_text("{}")  # a downloader's marker
+    (copy / "other.bin").write_bytes(b"x")
+    assert verify_dir(copy, m) == ["SUCCESS.0f: extra file, not in the manifest",
+                                   "other.bin: extra file, not in the manifest"]
+    assert verify_dir(copy, m, extra_ok=lambda rel: rel.startswith("SUCCESS.")) == [
+        "other.bin: extra file, not in the manifest"]

@@ -20,6 +20,8 @@ def test_a_bad_model_is_unavailable_with_its_reason_and_the_others_serve(
         "raises": {"latency_ms": 5, "fail_load": True},
     })
     (models / "corrupt" / "task.json").write_text('{"latency_ms": 6}')  # not what was pushed
+    # KServe's model agent marks a finished download so (pkg/agent/downloader.go).
+    (models / "good" / f"SUCCESS.{'ab' * 32}").write_text("{}")
     multi = start_multi(models, "--memory_budget_mb", "20")
     assert multi.v1("good", ["x"]).json() == {"predictions": ["good:x"]}
     for name, says in [("corrupt", "failed verification"), ("huge", "too big for the budget"),
@@ -77,3 +79,20 @@ def test_no_room_now_is_429_until_a_resident_may_leave(
     time.sleep(float(refused.headers["retry-after"]) + 0.5)
     assert multi.v1("m2", ["a"]).status_code == 200  # m0, least recently used, left
     assert multi.states() == {"m0": "UNAVAILABLE", "m1": "READY", "m2": "READY"}
+
+
+def test_a_load_that_failed_is_tried_again_once_its_directory_changes(
+        tmp_path: Path, start_multi: Callable[..., Multi]) -> None:
+    """KServe's agent writes MANIFEST.json before the weights (it downloads in listing
+    order): a request in between finds the version incomplete."""
+    models = fill_models_dir(tmp_path, {"late": {"latency_ms": 5, "output_prefix": "late:"}})
+    task = (models / "late" / "task.json").read_bytes()
+    (models / "late" / "task.json").unlink()  # still downloading
+    multi = start_multi(models, "--memory_budget_mb", "20")
+    early = multi.v1("late", ["x"])
+    assert early.status_code == 503 and "task.json: missing" in early.json()["error"]
+    assert multi.v1("late", ["x"]).status_code == 503  # unchanged: not tried again
+    (models / "late" / "task.json").write_bytes(task)  # the download finishes
+    row = multi.index()["late"]
+    assert (row["state"], row["reason"]) == ("UNAVAILABLE", "not loaded (changed since it failed)")
+    assert multi.v1("late", ["x"]).json() == {"predictions": ["late:x"]}
