@@ -134,16 +134,7 @@ class ModelHost:
     def index(self) -> list[dict[str, Any]]:
         """Every model with its state, reason, version and measured size."""
         self.rescan()
-        rows = []
-        for name in self.names():
-            slot = self._slots[name]
-            if slot.removed:
-                continue
-            size = slot.size or Size()
-            rows.append({"name": name, "version": slot.entry.version, "state": slot.state,
-                         "reason": slot.reason, "host_bytes": size.host,
-                         "device_bytes": size.device})
-        return rows
+        return [self._slots[name].index_row() for name in self.names()]
 
     def model(self, name: str) -> BatchingModel | None:
         """The resident model of that name (None: not resident)."""
@@ -160,6 +151,10 @@ class ModelHost:
         """The resident model, pinned while the request holds it (loaded first if need be;
         ``deadline`` on the host's clock)."""
         slot = self.slot(name)
+        while slot.state == UNLOADING:  # being evicted: wait (not pinning it), then reload
+            if self._clock() >= deadline:
+                raise ModelUnavailable(f"model {name} is being unloaded", retry_after_s=1.0)
+            await asyncio.sleep(0.01)
         slot.users += 1
         try:
             model = await self._resident(slot, deadline)
@@ -173,8 +168,6 @@ class ModelHost:
         if slot.state == READY and slot.model is not None:
             return slot.model
         name = slot.entry.name
-        if slot.state == UNLOADING:
-            raise ModelUnavailable(f"model {name} is being unloaded", retry_after_s=1.0)
         if slot.failed and slot.loading is None:
             raise ModelUnavailable(f"model {name} is unavailable: {slot.reason}")
         self.metrics.cold_starts.labels(model=name).inc()
@@ -217,8 +210,13 @@ class ModelHost:
         slot = self.slot(name)
         if slot.state == READY:
             fresh = self._on_disk(name)
-            if fresh is not None and fresh.version != slot.entry.version and not fresh.problem:
-                await self._reload(slot, fresh)
+            if (fresh is not None and fresh.version != slot.entry.version
+                    and not fresh.problem and not slot.reloading):
+                slot.reloading = True
+                try:
+                    await self._reload(slot, fresh)
+                finally:
+                    slot.reloading = False
             return
         if slot.state == UNLOADING:
             raise ModelUnavailable(f"model {name} is being unloaded", retry_after_s=1.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import gc
 from dataclasses import dataclass, field
+from typing import Any
 
 from predictor._artifact import Artifact
 from predictor._metrics import PredictorMetrics
@@ -38,11 +39,18 @@ class Slot:
     removed: bool = False  # its directory is gone: it leaves once its requests finish
     reserved: Size = field(default_factory=Size)  # while loading: its estimate
     failed_on: tuple[tuple[str, int, int], ...] = ()  # the directory when its load failed
+    reloading: bool = False  # a newer version is loading beside this one
 
     def as_resident(self, *, busy: bool | None = None) -> Resident:
         """The slot as the planner sees it (``busy``: instead of whether it is)."""
         return Resident(self.entry.name, self.size or self.reserved, self.loaded_at,
                         self.last_used, self.busy() if busy is None else busy)
+
+    def index_row(self) -> dict[str, Any]:
+        """The repository index's row: state, reason, version, size at its last load."""
+        size = self.size or Size()
+        return {"name": self.entry.name, "version": self.entry.version, "state": self.state,
+                "reason": self.reason, "host_bytes": size.host, "device_bytes": size.device}
 
     def fail(self, reason: str) -> None:
         """UNAVAILABLE for ``reason``; not tried again until its directory changes or the

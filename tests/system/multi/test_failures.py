@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.support.multi import Multi, fill_models_dir
@@ -52,7 +53,14 @@ def test_a_request_that_cannot_wait_for_the_load_gets_429_sized_to_it(
         "slow": {"latency_ms": 5, "load_ms": 2000, "hold_mb": 1},
         "fast": {"latency_ms": 5, "hold_mb": 1}})
     multi = start_multi(models, "--memory_budget_mb", "20", "--min_residency_s", "0")
-    assert multi.v1("slow", ["first"]).status_code == 200  # the load time is now known
+    assert multi.v1("fast", ["warm"]).status_code == 200
+    with ThreadPoolExecutor(2) as pool:  # a load never holds up another model's requests
+        loading = pool.submit(multi.v1, "slow", ["first"])
+        time.sleep(0.3)
+        started = time.monotonic()
+        assert multi.v1("fast", ["meanwhile"]).status_code == 200
+        assert time.monotonic() - started < 1.0 and not loading.done()
+        assert loading.result().status_code == 200  # and its load time is now known
     assert multi.repository("slow", "unload").status_code == 200
     hurried = multi.v1("slow", ["hurry"], headers={"x-request-timeout-ms": "300"})
     assert hurried.status_code == 429, hurried.text

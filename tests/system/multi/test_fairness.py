@@ -20,7 +20,7 @@ from tests.support.multi import Multi, fill_models_dir
 
 B_RATE, A_RATE = 8.0, 100.0  # B: 20% of 40 items/s; A: 5x 20 requests (of 32 items) a second
 A_ITEMS = 32
-SECONDS = 10.0
+SECONDS = 6.0
 
 
 async def _offer(client: httpx.AsyncClient, url: str, instances: int, rate: float,
