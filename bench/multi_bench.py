@@ -26,25 +26,21 @@ import argparse
 import asyncio
 import functools
 import json
-import os
-import platform
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import httpx
 import numpy as np
 
+from bench._results import run_context, write_results
 from bench._servers import spawn_predictor, wait_ready
 from bench._spread import spread, spread_text
 from bench.loadgen import run_open_loop, run_open_loop_async
 
-RESULTS = Path(__file__).parent / "results"
 ZIPF_S, ZIPF_MODELS, ZIPF_RESIDENT = 1.1, 20, 5
 TEXTS = {"text-classification": ["a fine day"], "text-generation": ["once upon"],
          "feature-extraction": ["a sentence to embed"]}
@@ -220,15 +216,6 @@ def markdown(context: dict[str, Any], results: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _context(argv: list[str]) -> dict[str, Any]:
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True, check=False).stdout.strip()
-    return {"command": "python -m bench.multi_bench " + " ".join(argv), "commit": commit,
-            "machine": f"{platform.machine()} {os.cpu_count()} cores, Python "
-                       f"{platform.python_version()}",
-            "date": datetime.now(UTC).isoformat(timespec="seconds")}
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -248,14 +235,8 @@ def main(argv: list[str]) -> int:
         results.append(bench_cold(args.runs))
     if args.figure in ("zipf", "all"):
         results.append(bench_zipf(args.rate, args.duration, args.warmup))
-    context = _context(argv)
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / f"multi-{args.figure}"
-    out.with_suffix(".json").write_text(json.dumps({"context": context, "results": results},
-                                                   indent=1) + "\n")
-    text = markdown(context, results)
-    out.with_suffix(".md").write_text(text)
-    print(text)
+    context = run_context("python -m bench.multi_bench " + " ".join(argv))
+    print(write_results(f"multi-{args.figure}", context, results, markdown))
     return 0
 
 

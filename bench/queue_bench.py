@@ -21,14 +21,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -58,10 +55,11 @@ from bench._queue_report import (
     spread,
     summarise,
 )
+from bench._results import run_context, write_results
 from bench._servers import Server, machine_busy_s, push_fixed_latency
 from bench.peers._measure import RunProtocol, wait_until_quiet
 
-RESULTS = Path(__file__).parent / "results"
+
 # -- the figures ----------------------------------------------------------------------------
 def bench_capacity(pool: Any, registry: Path, worker_counts: Sequence[int],
                    rates: Sequence[float], runs: int, duration_s: float,
@@ -197,21 +195,6 @@ def bench_recovery(pool: Any, registry: Path, rate: float, runs: int, duration_s
             "frontends": 2, "workers": 2, "row": row}
 
 
-def _git(*args: str) -> str:
-    return subprocess.run(["git", *args], capture_output=True, text=True, check=False,
-                          cwd=Path(__file__).parent.parent).stdout.strip()
-
-
-def _context(argv: list[str], deadline_ms: int) -> dict[str, Any]:
-    return {"command": "python -m bench.queue_bench " + " ".join(argv),
-            "commit": _git("rev-parse", "--short", "HEAD"),
-            "predictor_changed": _git("status", "--short", "--", "predictor").splitlines(),
-            "machine": f"{platform.machine()} {os.cpu_count()} cores, Python "
-                       f"{platform.python_version()}",
-            "date": datetime.now(UTC).isoformat(timespec="seconds"),
-            "load_avg_at_start": os.getloadavg(), "deadline_ms": deadline_ms}
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -240,7 +223,8 @@ def main(argv: list[str]) -> int:
         args.source.with_suffix(".md").write_text(markdown(saved["context"], saved["results"]))
         return 0
     settings = Settings(args.deadline_ms, quiet_wait_s=args.quiet_wait, retries=args.retries)
-    context = _context(argv, args.deadline_ms)
+    context = run_context("python -m bench.queue_bench " + " ".join(argv),
+                          deadline_ms=args.deadline_ms)
     began = time.monotonic()
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-reg-") as tmp, generator_pool() as pool:
@@ -260,14 +244,8 @@ def main(argv: list[str]) -> int:
                                           args.recovery_duration, settings))
     context["wall_s"] = round(time.monotonic() - began, 1)
     context["load_avg_at_end"] = os.getloadavg()
-    RESULTS.mkdir(exist_ok=True)
     suffix = "" if args.deadline_ms == Settings.deadline_ms else f"-deadline{args.deadline_ms}"
-    stem = RESULTS / f"queue-{args.figure}{suffix}"
-    stem.with_suffix(".json").write_text(
-        json.dumps({"context": context, "results": results}, indent=2) + "\n")
-    text = markdown(context, results)
-    stem.with_suffix(".md").write_text(text)
-    print(text)
+    print(write_results(f"queue-{args.figure}{suffix}", context, results, markdown))
     return 0
 
 
