@@ -1,6 +1,9 @@
 """Multi-model predictors for the tests: a model directory laid out as KServe's model
-agent lays out TrainedModels (one verified registry version per subdirectory), and a
-real ``python -m predictor --multi_model`` process on it."""
+agent lays out TrainedModels, and a real ``python -m predictor --multi_model`` process on
+it. Nothing here stands in for KServe: the layout is the agent's (kserve/kserve
+``pkg/agent/downloader.go`` ``DownloadModel``: each TrainedModel's files under
+``<ModelDir>/<TrainedModel name>/``, then a ``SUCCESS.<sha256>`` marker), filled here by
+the registry's own fetch (one verified version per subdirectory)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,10 @@
 Nothing here stands in for Redis: the tests talk to the server itself. The flags are
 directives of redis/redis's annotated ``redis.conf`` given on the command line (``bind``, ``port``,
 ``dir``, ``appendonly``, ``appendfsync``, ``save ""`` to turn RDB snapshots off,
-``protected-mode``, ``daemonize``). A missing server fails the run instead of skipping
-it: ``make test`` installs one, so its absence is a broken set-up, not a choice.
+``protected-mode``, ``daemonize``), each defined in the ``static_configs[]`` table of
+github.com/redis/redis ``src/config.c``, which takes them as ``--name value``
+arguments too. A missing server fails the run instead of skipping it: ``make test``
+installs one, so its absence is a broken set-up, not a choice.
 
 ``redis_server`` is the session's shared server. ``RedisServer.restart``-able servers of
 their own (``own_redis_server``) are for the fault tests that stop Redis and start it

@@ -4,13 +4,16 @@ PID, polled with deadlines; nothing stands in for Redis.
 
 Redis facts this relies on (redis.io: "High availability with Redis Sentinel", "Scale
 with Redis Cluster"; the directives as redis/redis's annotated ``sentinel.conf`` and
-``redis.conf`` document them): ``redis-server FILE --sentinel`` runs a Sentinel from a config file
-it rewrites (so each gets its own file); Sentinels find the replicas from the master's
-INFO and each other through the master's ``__sentinel__:hello`` channel, every two
-seconds, so a fixture waits until each Sentinel counts the replica and two peers before
-it hands the set over (a failover needs a majority of Sentinels to authorise it).
-``--cluster-enabled yes`` nodes are joined by ``redis-cli --cluster create``; the cluster
-serves once every node reports ``cluster_state:ok``.
+``redis.conf`` document them): ``redis-server FILE --sentinel`` runs a Sentinel from a
+config file it rewrites (so each gets its own file; github.com/redis/redis
+``src/sentinel.c`` ``sentinelHandleConfiguration`` reads it); Sentinels find the
+replicas from the master's INFO and each other through the master's
+``__sentinel__:hello`` channel, every two seconds (``sentinelSendHello``,
+``SENTINEL_PUBLISH_PERIOD``), so a fixture waits until each Sentinel counts the replica
+and two peers before it hands the set over (a failover needs a majority of Sentinels to
+authorise it). ``--cluster-enabled yes`` nodes are joined by ``redis-cli --cluster
+create`` (``src/redis-cli.c`` ``clusterManagerCommandCreate``); the cluster serves once
+every node reports ``cluster_state:ok`` in ``CLUSTER INFO``.
 """
 
 from __future__ import annotations
