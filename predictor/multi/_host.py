@@ -249,10 +249,11 @@ class ModelHost:
                              f"{slot.entry.version}: {room.reason}")
         for victim in room.evict:
             await self._evict(self._slots[victim], "evicted (least recently used)", "lru")
-        started = self._clock()
         try:
-            model, artifact = await asyncio.get_running_loop().run_in_executor(
-                self._loaders, self._load_blocking, fresh)
+            async with self._turns():  # a reload is a load: --max_concurrent_loads at once
+                started = self._clock()
+                model, artifact = await asyncio.get_running_loop().run_in_executor(
+                    self._loaders, self._load_blocking, fresh)
         except Exception as exc:
             self.metrics.loaded(name, "failed", None, None)
             raise ModelUnavailable(f"version {fresh.version} of {name} did not load (version "
@@ -271,12 +272,15 @@ class ModelHost:
         del old_model
         await release_memory()
 
+    def _turns(self) -> asyncio.Semaphore:
+        if self._load_turns is None:  # made on the loop that uses it
+            self._load_turns = asyncio.Semaphore(self.config.max_concurrent_loads)
+        return self._load_turns
+
     async def _load(self, slot: Slot) -> None:
         name = slot.entry.name
-        if self._load_turns is None:
-            self._load_turns = asyncio.Semaphore(self.config.max_concurrent_loads)
         try:
-            async with self._load_turns:
+            async with self._turns():
                 if not await self._make_room(slot):
                     return
                 started = self._clock()
