@@ -10,7 +10,8 @@ PYTEST_ARGS ?=
 STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
 	rollout/analysis/_judge.py registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
-	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py
+	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py capacity/_profile.py \
+	capacity/__init__.py
 
 .PHONY: setup setup-python setup-system demo run test lint typecheck pytest bench clean
 
@@ -30,10 +31,10 @@ run: demo
 	$(VENV)/bin/modelctl serve demo-embed@stable --registry "$(REGISTRY)" --port $(PORT)
 
 lint: setup-python
-	$(VENV)/bin/ruff check common registry predictor rollout shadow devstack deploycheck cli tests bench scripts
+	$(VENV)/bin/ruff check common registry predictor rollout shadow devstack deploycheck cli capacity tests bench scripts
 
 typecheck: setup-python
-	$(VENV)/bin/mypy common registry predictor rollout shadow devstack deploycheck cli
+	$(VENV)/bin/mypy common registry predictor rollout shadow devstack deploycheck cli capacity
 	$(VENV)/bin/mypy --strict $(STRICT_TYPED)
 
 pytest: setup

@@ -20,6 +20,8 @@ drawn in full in its own module:
     │   │                            the one-machine stack of `modelctl dev`
     │   ├── DeployError              (deploycheck/_errors.py)        exit 2
     │   │                            rendering and checking the manifests
+    │   ├── ProfileError             (capacity/_profile.py)          exit 2
+    │   │                            profiles, plans and their inputs
     │   └── LoadgenError             (bench/loadgen/_spec.py)        exit 2
     │                                the load `modelctl dev load` offers
     ├── KeyboardInterrupt                                            exit 130

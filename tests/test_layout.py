@@ -27,8 +27,10 @@ ALLOWED: dict[str, set[str]] = {
     "deploycheck": {"common"},
     "rollout": {"common", "registry", "devstack"},
     "shadow": {"common", "predictor", "rollout"},
-    "bench": {"common", "registry", "predictor"},
-    "cli": {"common", "registry", "devstack", "deploycheck", "rollout", "shadow", "bench"},
+    "capacity": {"common", "registry", "predictor"},
+    "bench": {"common", "registry", "predictor", "capacity"},
+    "cli": {"common", "registry", "devstack", "deploycheck", "rollout", "shadow", "bench",
+            "capacity"},
 }
 # Names a package's namespace holds that are not its API: typing helpers of lazy exports.
 NOT_API = {"TYPE_CHECKING", "Any", "annotations"}

@@ -1,0 +1,178 @@
+"""A version's measured batch latency on one device kind: what ``modelctl profile`` stores
+next to the version in the registry and ``modelctl plan`` reads.
+
+The profile keeps every timed run of each batch size (sorted), so the simulation draws
+service times from the measured distribution itself, not from a fitted curve: the
+inverse CDF at a uniform ``u``, linear between samples and, for a batch size that was
+not measured, linear in the batch size between the two measured sizes around it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from common import PlatformError
+
+SCHEMA = "modelctl.profile/v1"
+DEVICE_KINDS = ("cpu", "cuda")
+
+
+class ProfileError(PlatformError, ValueError):
+    """A profile that is malformed, from another version, or missing for a device; a
+    planning input that does not parse (the CLI exits 2)."""
+
+
+def report_name(device: str) -> str:
+    """The registry report a profile is stored as (``Registry.put_report``)."""
+    if device not in DEVICE_KINDS:
+        raise ProfileError(f"unknown device kind {device!r}: use one of {', '.join(DEVICE_KINDS)}")
+    return f"profile-{device}"
+
+
+def quantile(ordered: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of sorted values, linear between order statistics (numpy's
+    default method)."""
+    if not ordered:
+        raise ProfileError("no samples")
+    position = min(max(q, 0.0), 1.0) * (len(ordered) - 1)
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """Every timed run of one batch size, and the memory it took."""
+
+    size: int
+    samples_ms: tuple[float, ...]  # sorted, each > 0
+    host_rss_mb: float  # the measuring process's resident set after the runs
+    device_mb: float | None = None  # peak device memory allocated (a GPU), else None
+
+    @property
+    def p50_ms(self) -> float:
+        return quantile(self.samples_ms, 0.50)
+
+    @property
+    def p99_ms(self) -> float:
+        return quantile(self.samples_ms, 0.99)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "runs": len(self.samples_ms),
+                "p50_ms": round(self.p50_ms, 4), "p99_ms": round(self.p99_ms, 4),
+                "samples_ms": [round(s, 4) for s in self.samples_ms],
+                "host_rss_mb": round(self.host_rss_mb, 1),
+                "device_mb": None if self.device_mb is None else round(self.device_mb, 1)}
+
+
+@dataclass(frozen=True)
+class Profile:
+    """Batch latency t(b) of one registry version on one device kind, with the per-request
+    cost of the HTTP edge in front of it and the time the version takes to load."""
+
+    model: str
+    version: int
+    device: str
+    batches: tuple[BatchTiming, ...]  # ascending, distinct sizes, the first may be > 1
+    edge_ms: float  # latency the HTTP edge adds to a request (decode, route, encode), p50
+    edge_cpu_ms: float  # server CPU per request of the HTTP edge, the model's batch aside
+    load_s: float  # cold start: from process start to ready, this version
+    device_name: str = ""
+    measured_at: str = ""
+    host: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.device not in DEVICE_KINDS:
+            raise ProfileError(f"unknown device kind {self.device!r}")
+        if not self.batches:
+            raise ProfileError("a profile needs at least one batch size")
+        sizes = [b.size for b in self.batches]
+        if sizes != sorted(set(sizes)) or sizes[0] < 1:
+            raise ProfileError(f"batch sizes must be distinct, ascending and >= 1: {sizes}")
+        for batch in self.batches:
+            if not batch.samples_ms or any(not (math.isfinite(s) and s > 0)
+                                           for s in batch.samples_ms):
+                raise ProfileError(f"batch size {batch.size}: samples must be finite and > 0")
+            if list(batch.samples_ms) != sorted(batch.samples_ms):
+                raise ProfileError(f"batch size {batch.size}: samples must be sorted")
+        for name in ("edge_ms", "edge_cpu_ms", "load_s"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
+                raise ProfileError(f"{name} must be a finite number >= 0, got {value!r}")
+
+    # -- reading -------------------------------------------------------------------------
+    @property
+    def sizes(self) -> tuple[int, ...]:
+        return tuple(b.size for b in self.batches)
+
+    @property
+    def max_batch_size(self) -> int:
+        return self.batches[-1].size
+
+    @property
+    def floor_ms(self) -> float:
+        """The lowest p99 any configuration can reach: one item alone, t99(1), plus the
+        edge (t(1) from the smallest measured size when 1 was not measured)."""
+        return self.batch_ms(1, 0.99) + self.edge_ms
+
+    def batch_ms(self, size: int, q: float) -> float:
+        """The ``q`` quantile of t(size) in ms: measured, or linear in the batch size
+        between the measured sizes around it (the smallest measured below it)."""
+        if size < 1 or size > self.max_batch_size:
+            raise ProfileError(f"batch size {size} is outside the profile "
+                               f"(1..{self.max_batch_size}): profile larger batches")
+        sizes = self.sizes
+        at = bisect.bisect_left(sizes, size)
+        if at < len(sizes) and sizes[at] == size:
+            return quantile(self.batches[at].samples_ms, q)
+        if at == 0:
+            return quantile(self.batches[0].samples_ms, q)
+        lo, hi = self.batches[at - 1], self.batches[at]
+        t_lo, t_hi = quantile(lo.samples_ms, q), quantile(hi.samples_ms, q)
+        return t_lo + (t_hi - t_lo) * (size - lo.size) / (hi.size - lo.size)
+
+    def service_s(self, size: int, u: float) -> float:
+        """One draw of t(size) in seconds for a uniform ``u`` in [0, 1)."""
+        return self.batch_ms(size, u) / 1000.0
+
+    # -- JSON ----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "model": self.model, "version": self.version,
+                "device": self.device, "device_name": self.device_name,
+                "measured_at": self.measured_at, "host": dict(self.host),
+                "edge_ms": round(self.edge_ms, 4), "edge_cpu_ms": round(self.edge_cpu_ms, 4),
+                "load_s": round(self.load_s, 3), "floor_ms": round(self.floor_ms, 3),
+                "batches": [b.to_json() for b in self.batches]}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Profile:
+        """Read a profile back; a malformed one raises ``ProfileError`` naming the field."""
+        if not isinstance(data, Mapping) or data.get("schema") != SCHEMA:
+            raise ProfileError(f"not a {SCHEMA} profile")
+        try:
+            batches = tuple(
+                BatchTiming(int(b["size"]), tuple(float(s) for s in b["samples_ms"]),
+                            float(b.get("host_rss_mb") or 0.0),
+                            None if b.get("device_mb") is None else float(b["device_mb"]))
+                for b in data["batches"])
+            return cls(model=str(data["model"]), version=int(data["version"]),
+                       device=str(data["device"]), batches=batches,
+                       edge_ms=float(data["edge_ms"]), edge_cpu_ms=float(data["edge_cpu_ms"]),
+                       load_s=float(data["load_s"]), device_name=str(data.get("device_name", "")),
+                       measured_at=str(data.get("measured_at", "")),
+                       host=dict(data.get("host") or {}))
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ProfileError):
+                raise
+            raise ProfileError(f"malformed profile: {type(exc).__name__}: {exc}") from None
+
+    def check_version(self, model: str, version: int) -> None:
+        """Refuse a profile measured on another version (plans travel with their version)."""
+        if (self.model, self.version) != (model, version):
+            raise ProfileError(f"this profile is of {self.model} version {self.version}, not "
+                               f"{model} version {version}: run `modelctl profile "
+                               f"{model}@{version}`")
