@@ -39,7 +39,7 @@ typecheck: setup-python
 
 pytest: setup
 	@# exit code 5 is pytest's "no tests collected": never the reason for a red run.
-	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+	@$(VENV)/bin/python -m pytest --durations=30 $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
 
 test: setup lint typecheck pytest
 
