@@ -1,0 +1,85 @@
+"""The planner's properties: load, SLO and floor; Knative's arithmetic; the plan file."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+
+from capacity import (
+    BatchTiming,
+    Burst,
+    PlanFile,
+    PlanRequest,
+    Profile,
+    ProfileError,
+    knative_targets,
+    parse_burst,
+    parse_ms,
+    parse_rate,
+    plan,
+)
+
+PROFILE = Profile("m", 1, "cpu", (BatchTiming(1, (4.0, 5.0, 6.0), 0.0),
+                                  BatchTiming(4, (6.0, 7.0, 9.0), 0.0),
+                                  BatchTiming(16, (12.0, 14.0, 18.0), 0.0)),
+                  edge_ms=1.0, edge_cpu_ms=0.2, load_s=15.0)
+FAST = {"trial_requests": 600, "predict_requests": 1500}
+
+
+def test_more_load_never_plans_fewer_replicas() -> None:
+    plans = [plan(PROFILE, PlanRequest(80.0, peak, burst=Burst(1.5, 30), **FAST))
+             for peak in (100.0, 800.0, 3000.0)]
+    for a, b in itertools.pairwise(plans):
+        assert b.replicas.for_peak >= a.replicas.for_peak
+        assert b.replicas.max >= a.replicas.max and b.replicas.min >= a.replicas.min
+
+
+def test_a_tighter_slo_never_plans_a_longer_wait() -> None:
+    waits = [plan(PROFILE, PlanRequest(slo, 500.0, **FAST)).knobs.max_batch_wait_ms
+             for slo in (150.0, 60.0, 30.0, 15.0)]
+    assert waits == sorted(waits, reverse=True)
+
+
+def test_an_slo_under_the_floor_is_refused_naming_it() -> None:
+    with pytest.raises(ProfileError, match=r"floor of 7\.0 ms"):
+        plan(PROFILE, PlanRequest(5.0, 100.0, **FAST))
+
+
+def test_a_plan_is_a_valid_plan_file_and_meets_its_slo() -> None:
+    p = plan(PROFILE, PlanRequest(60.0, 2000.0, burst=Burst(2.0, 30.0), **FAST))
+    assert PlanFile.from_json(p.to_json()) == p
+    assert p.knobs.request_timeout_ms == 60.0 and p.knobs.max_batch_size in PROFILE.sizes
+    assert p.replicas.cold_start > 0 and p.replicas.max == (
+        p.replicas.for_peak + p.replicas.spare + p.replicas.cold_start)
+    assert p.peak.p99_ms <= 60.0 and p.peak.success_rate >= 0.999
+    assert p.capacity_rps <= 1000 / PROFILE.edge_cpu_ms
+    a = p.autoscaler
+    assert a.scale_target is not None and a.target_utilization_percentage is not None
+    queue = plan(PROFILE, PlanRequest(60.0, 2000.0, mode="queue", **FAST))
+    assert queue.autoscaler.lag_per_worker and queue.autoscaler.scale_target is None
+
+
+@pytest.mark.parametrize(("concurrency", "pods"), [(0.5, 1), (12.3, 3), (300.0, 40),
+                                                   (1000.0, 150)])
+def test_knative_arithmetic_gives_the_planned_pods(concurrency: float, pods: int) -> None:
+    target, percent = knative_targets(concurrency, pods)
+    assert math.ceil(concurrency / (target * percent / 100)) == pods
+
+
+def test_a_burst_no_replica_count_absorbs_is_refused() -> None:
+    with pytest.raises(ProfileError, match="absorbs"):
+        plan(PROFILE, PlanRequest(60.0, 2000.0, burst=Burst(1000.0, 10.0), **FAST))
+
+
+def test_units() -> None:
+    assert parse_ms("200ms") == 200.0 and parse_ms("0.2s") == 200.0
+    assert parse_rate("5k") == 5000.0 and parse_rate("250/s") == 250.0
+    assert parse_burst("2x:30s") == Burst(2.0, 30.0)
+    for bad in ("200", "fast"):
+        with pytest.raises(ProfileError):
+            parse_ms(bad)
+    for bad_burst in ("2:30s", "0.5x:30s", "2x:soon"):
+        with pytest.raises(ProfileError):
+            parse_burst(bad_burst)
