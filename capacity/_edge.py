@@ -1,0 +1,187 @@
+"""The HTTP edge in front of the model, and the cold start, against a real predictor.
+
+``measure_edge`` starts ``python -m predictor`` on the fetched version (127.0.0.1, a
+free port, ``--max_batch_size 1`` so every request is its own batch), times
+``load_s`` from process start to ``GET /v2/health/ready`` answering 200, then sends
+sequential single-instance V1 requests (after a warm-up) and stops the process by
+its PID, always.
+
+Method, and its limits:
+
+- ``edge_ms`` = median request latency seen by the client minus the median t(1)
+  measured in process (never below 0). It holds everything a request pays besides
+  the batch itself: the client's send and receive, loopback, uvicorn, KServe's
+  routing, decode, the batcher's queue and thread hand-offs, encode. The client runs
+  on the same machine, so on a small machine its own CPU competes with the server's
+  and is counted in the latency; sequential requests never queue behind each other,
+  so this is the edge of an idle replica, not of a loaded one.
+- ``edge_cpu_ms`` = the server's CPU time over the timed requests (user + system,
+  psutil, of the predictor and every child it has, reaped children included)
+  divided by their count, minus the model's own CPU for one item as measured in
+  process (never below 0). It counts the server's background work in that window
+  too (the event loop's timers, metrics), which is part of what a replica costs; it
+  assumes the model costs the same CPU per item in the server as in process, which
+  is less true for a GPU model, whose CPU share is small and whose launch cost
+  depends on the thread it runs on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from capacity._options import ProfileOptions
+from capacity._profile import ProfileError
+
+# Environment the profiled predictor must not inherit: a MODELCTL_QUEUE_URL would turn
+# it into a queue frontend, MODELCTL_MAX_BATCH_SIZE and friends change its knobs.
+_KEPT_MODELCTL_ENV = {"MODELCTL_LOG_LEVEL"}
+
+
+@dataclass(frozen=True)
+class EdgeTiming:
+    """What the edge costs one request, and how long the version takes to be ready."""
+
+    edge_ms: float
+    edge_cpu_ms: float
+    load_s: float
+    requests: int
+    request_p50_ms: float
+    request_cpu_ms: float  # the server's CPU per request, the model's included
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def measure_edge(model: str, model_dir: Path, options: ProfileOptions, t1_median_ms: float,
+                 model_cpu_per_item_ms: float) -> EdgeTiming:
+    """Start the predictor on ``model_dir``, time its load and its edge, stop it."""
+    import httpx
+
+    with _predictor(model, model_dir, options) as (proc, url, load_s):
+        predict = f"{url}/v1/models/{model}:predict"
+        bodies = [{"instances": [options.inputs[i % len(options.inputs)]]}
+                  for i in range(options.edge_requests)]
+        with httpx.Client(timeout=60.0) as client:
+            for body in bodies[:options.edge_warmup_requests] or bodies[:1]:
+                _post(client, predict, body)
+            cpu0 = _tree_cpu_s(proc.pid)
+            latencies = []
+            for body in bodies:
+                t0 = time.perf_counter()
+                _post(client, predict, body)
+                latencies.append((time.perf_counter() - t0) * 1000.0)
+            cpu_s = _tree_cpu_s(proc.pid) - cpu0
+    latencies.sort()
+    p50 = latencies[len(latencies) // 2]
+    cpu_per_request_ms = cpu_s * 1000.0 / len(latencies)
+    return EdgeTiming(edge_ms=max(p50 - t1_median_ms, 0.0),
+                      edge_cpu_ms=max(cpu_per_request_ms - model_cpu_per_item_ms, 0.0),
+                      load_s=load_s, requests=len(latencies), request_p50_ms=p50,
+                      request_cpu_ms=cpu_per_request_ms)
+
+
+def _post(client: Any, url: str, body: dict[str, Any]) -> None:
+    reply = client.post(url, json=body)
+    if reply.status_code != 200:
+        raise ProfileError(f"the predictor answered {reply.status_code} to a profiling "
+                           f"request: {reply.text[:300]}")
+
+
+@contextlib.contextmanager
+def _predictor(model: str, model_dir: Path, options: ProfileOptions
+               ) -> Iterator[tuple[subprocess.Popen[bytes], str, float]]:
+    """The running predictor, its URL and its load time; stopped by PID on the way out."""
+    port = free_port()
+    argv = [sys.executable, "-m", "predictor", "--model_name", model,
+            "--model_dir", str(model_dir), "--http_host", "127.0.0.1",
+            "--http_port", str(port), "--grpc_port", str(free_port()),
+            "--device", options.device, "--max_batch_size", "1"]
+    with tempfile.TemporaryFile(prefix="modelctl-profile-") as log:
+        started = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=_server_env(),
+                                start_new_session=True)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            _wait_ready(proc, f"{url}/v2/health/ready", options.load_timeout_s, log)
+            yield proc, url, time.monotonic() - started
+        finally:
+            _stop(proc)
+
+
+def _server_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("MODELCTL_") or k in _KEPT_MODELCTL_ENV}
+    env.setdefault("MODELCTL_LOG_LEVEL", "WARNING")
+    # The predictor package this process imported, whether installed or a checkout.
+    import predictor
+
+    root = str(Path(predictor.__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH", "")) if p)
+    return env
+
+
+def _wait_ready(proc: subprocess.Popen[bytes], url: str, timeout_s: float, log: Any) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise ProfileError(f"the predictor exited with {proc.returncode} before it was "
+                               f"ready: {_last_line(log)}")
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(url, timeout=2.0).status_code == 200:
+                return
+        if time.monotonic() > deadline:
+            raise ProfileError(f"the predictor was not ready after {timeout_s:g} s "
+                               "(raise --load-timeout-s for a large model)")
+        time.sleep(0.02)
+
+
+def _last_line(log: Any) -> str:
+    log.flush()
+    log.seek(0)
+    lines = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
+    return lines[-1].strip()[:400] if lines else "(no output)"
+
+
+def _tree_cpu_s(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and its descendants, reaped ones included."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = 0.0
+    for proc in [root, *root.children(recursive=True)]:
+        with contextlib.suppress(psutil.Error):
+            times = proc.cpu_times()
+            total += times.user + times.system
+            if proc is root:
+                total += times.children_user + times.children_system
+    return total
+
+
+def _stop(proc: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    """SIGTERM the process group the predictor leads, then SIGKILL it; nothing else."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)

@@ -1,0 +1,141 @@
+"""``measure_profile`` against a real fixed-latency version: the handler the predictor
+builds, timed in process, and a real predictor process for the edge and the load time.
+
+The fixed-latency task sleeps a known time per batch whatever its size, so t(b) must
+come out close to it for every size; the runs are few so the whole module stays fast.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import psutil
+import pytest
+
+from capacity import (
+    DEFAULT_INPUTS,
+    Profile,
+    ProfileError,
+    ProfileOptions,
+    measure_profile,
+    parse_batch_sizes,
+    read_inputs,
+)
+from registry import NotFound, Registry
+
+LATENCY_MS = 10.0
+QUICK = dict(runs=15, min_seconds=0.0, warmup_runs=2, edge_requests=40,
+             edge_warmup_requests=5)
+
+
+def push_fixed(root: Path, name: str = "prof-fixed", **task: object) -> tuple[Registry, int]:
+    src = root / f"src-{name}"
+    src.mkdir(parents=True, exist_ok=True)
+    (src / "task.json").write_text(json.dumps({"latency_ms": LATENCY_MS, **task}))
+    reg = Registry.open(str(root / "registry"))
+    return reg, reg.push(src, name, "fixed-latency", alias="stable").version
+
+
+def test_a_fixed_latency_version_profiles_at_its_latency(tmp_path: Path) -> None:
+    reg, version = push_fixed(tmp_path)
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    lines: list[str] = []
+    profile = measure_profile(reg, "prof-fixed", "stable",
+                              ProfileOptions(batch_sizes=(1, 2, 4), **QUICK),  # type: ignore[arg-type]
+                              cache_dir=tmp_path / "cache", progress=lines.append)
+
+    assert (profile.model, profile.version, profile.device) == ("prof-fixed", version, "cpu")
+    assert profile.sizes == (1, 2, 4)
+    for batch in profile.batches:
+        assert len(batch.samples_ms) >= 15
+        # A sleep of 10 ms: never shorter, and on a busy 2-core machine not much longer.
+        assert LATENCY_MS * 0.95 <= batch.p50_ms <= LATENCY_MS + 15, batch.to_json()
+        assert batch.p99_ms >= batch.p50_ms
+        assert batch.host_rss_mb > 10 and batch.device_mb is None
+    for value in (profile.edge_ms, profile.edge_cpu_ms, profile.load_s):
+        assert math.isfinite(value) and value > 0
+    assert profile.edge_ms < 200 and profile.load_s < 60
+    assert profile.host["cpu_count"] >= 1 and profile.host["torch_threads"] >= 1
+    assert profile.host["edge_requests"] == 40
+    # One progress line per batch size, and the fetch into the cache.
+    assert sum(line.startswith("batch ") for line in lines) == 3
+    assert (tmp_path / "cache" / "prof-fixed" / str(version) / "MANIFEST.json").is_file()
+    # The round trip the registry report takes.
+    back = Profile.from_json(json.loads(json.dumps(profile.to_json())))
+    assert back.sizes == profile.sizes and back.host == profile.host
+    assert back.batch_ms(4, 0.5) == pytest.approx(profile.batch_ms(4, 0.5), abs=1e-3)
+    assert back.edge_ms == pytest.approx(profile.edge_ms, abs=1e-3)
+    # The predictor it started is gone.
+    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+
+
+def test_default_sizes_stop_at_the_tasks_limit(tmp_path: Path) -> None:
+    reg, _ = push_fixed(tmp_path, "prof-small", max_batch_size=3, latency_ms=1)
+    profile = measure_profile(reg, "prof-small", "1",
+                              ProfileOptions(**{**QUICK, "edge_requests": 5}),  # type: ignore[arg-type]
+                              cache_dir=tmp_path / "cache")
+    assert profile.sizes == (1, 2, 3)
+    with pytest.raises(ProfileError, match="above this task's limit of 3"):
+        measure_profile(reg, "prof-small", "1", ProfileOptions(batch_sizes=(1, 4), **QUICK),  # type: ignore[arg-type]
+                        cache_dir=tmp_path / "cache")
+
+
+def test_an_unknown_version_is_refused_before_anything_loads(tmp_path: Path) -> None:
+    reg, _ = push_fixed(tmp_path)
+    with pytest.raises(NotFound, match="no version 9"):
+        measure_profile(reg, "prof-fixed", "9", ProfileOptions(), cache_dir=tmp_path / "c")
+
+
+def test_cuda_is_refused_without_a_gpu(tmp_path: Path) -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    reg, _ = push_fixed(tmp_path)
+    with pytest.raises(ProfileError, match="no CUDA device"):
+        measure_profile(reg, "prof-fixed", "1", ProfileOptions(device="cuda"))
+
+
+def test_batch_sizes_parse() -> None:
+    assert parse_batch_sizes("8, 1,2,2,4") == (1, 2, 4, 8)
+    for bad in ("1,x", "0,2", "", "1,-4", "2.5"):
+        with pytest.raises(ProfileError, match="--batch-sizes"):
+            parse_batch_sizes(bad)
+
+
+def test_default_sizes_are_powers_of_two() -> None:
+    assert ProfileOptions().sizes_for(None) == (1, 2, 4, 8, 16, 32)
+    assert ProfileOptions().sizes_for(100) == (1, 2, 4, 8, 16, 32)
+    assert ProfileOptions().sizes_for(12) == (1, 2, 4, 8, 12)
+    assert ProfileOptions(batch_sizes=(3, 5)).sizes_for(8) == (3, 5)
+
+
+def test_inputs_are_json_lines(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text('"one"\n\n{"text": "two"}\n')
+    assert read_inputs(path) == ("one", {"text": "two"})
+    path.write_text('"one"\nnot json\n')
+    with pytest.raises(ProfileError, match="line 2: not JSON"):
+        read_inputs(path)
+    path.write_text("\n")
+    with pytest.raises(ProfileError, match="no instances"):
+        read_inputs(path)
+    with pytest.raises(ProfileError, match="cannot read"):
+        read_inputs(tmp_path / "missing.jsonl")
+
+
+@pytest.mark.parametrize("changes", [
+    {"device": "tpu"}, {"batch_sizes": (0, 1)}, {"batch_sizes": (4, 2)}, {"runs": 0},
+    {"runs": 50, "max_runs": 10}, {"min_seconds": -1.0}, {"min_seconds": math.inf},
+    {"inputs": ()}, {"warmup_runs": -1},
+])
+def test_options_are_checked(changes: dict[str, object]) -> None:
+    with pytest.raises(ProfileError):
+        ProfileOptions(**changes)  # type: ignore[arg-type]
+
+
+def test_the_default_inputs_hold_short_and_longer_texts() -> None:
+    lengths = sorted(len(text) for text in DEFAULT_INPUTS)
+    assert lengths[0] < 30 and lengths[-1] > 150
