@@ -100,6 +100,17 @@ def render(
             show_default=False,
         ),
     ] = None,
+    plan_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--plan",
+            metavar="FILE",
+            help="Write this capacity plan (`modelctl plan NAME@REF ... --json`) into the "
+            "result: batching flags, replica bounds, autoscaler targets (docs/CAPACITY.md). "
+            "It must be for NAME@REF's version and the overlay's mode.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Print an overlay's manifests for NAME@REF, ready for kubectl apply.
 
@@ -109,8 +120,11 @@ def render(
     take the model's name. Each --trained-model adds a TrainedModel of the
     InferenceService, its storageUri resolved the same way and its memory
     from the version's size; the overlay must be a multi-model one, whose
-    InferenceService has no storageUri (there NAME only names it). The
-    result is checked like `deploy validate` before anything is printed.
+    InferenceService has no storageUri (there NAME only names it). --plan
+    FILE writes a capacity plan's numbers into the objects (args, replica
+    bounds, autoscaler targets; docs/CAPACITY.md); notes on stderr say
+    what the overlay has no field for. The result is checked like
+    `deploy validate` before anything is printed.
 
     Examples:
 
@@ -122,6 +136,8 @@ def render(
 
         modelctl deploy render pool --overlay multi-model \\
             --trained-model demo-embed@stable --trained-model sentiment@3
+
+        modelctl deploy render demo-embed@3 --overlay gpu --plan plan.json
     """
     import yaml
 
@@ -156,6 +172,11 @@ def render(
     )
     directory = overlay_dir(overlay, find_kustomize_dir(kustomize_dir))
     reg = Registry.open(registry)
+    plan = None
+    if plan_file is not None:
+        from cli._deploy_plan import load_plan
+
+        plan = load_plan(plan_file, model, reg.resolve(model, version_ref))
     kubectl = find_kubectl()
     resolved: list[str] = []
 
@@ -171,6 +192,11 @@ def render(
         return {path: entry.size for path, entry in manifest.files.items()}
 
     docs = render_overlay(request, directory, kubectl, resolve, version, files)
+    if plan is not None:
+        from deploycheck import apply_plan
+
+        for note in apply_plan(docs, plan, overlay):
+            sys.stderr.write(f"note: {note}\n")
     if any(uri.startswith("file://") for uri in resolved):
         sys.stderr.write(
             "warning: storageUri is a file:// path, which pods cannot read: use an s3:// "

@@ -7,7 +7,7 @@ rules of ``_rules`` and ``_rbac``, and KServe's validating webhooks for Inferenc
 (``_webhook``: ``admit_inferenceservice``) and TrainedModels (``_webhook_trainedmodel``:
 ``admit_trainedmodel``). The CRDs come from a folder, or from the
 cluster a kubeconfig points at (``find_crds``). Kustomizations are rendered with real
-kustomize.
+kustomize; ``apply_plan`` writes a capacity plan's numbers into rendered objects.
 """
 
 from deploycheck._check import (
@@ -24,6 +24,7 @@ from deploycheck._locate import (
     find_kustomize_dir,
     find_rollout_src,
 )
+from deploycheck._plan import PlanValues, apply_plan
 from deploycheck._problems import Problem
 from deploycheck._render import RenderRequest, overlay_dir, render
 from deploycheck._webhook import admit_inferenceservice
@@ -34,11 +35,13 @@ __all__ = [
     "CheckConfig",
     "Checker",
     "DeployError",
+    "PlanValues",
     "Problem",
     "RenderRequest",
     "Report",
     "admit_inferenceservice",
     "admit_trainedmodel",
+    "apply_plan",
     "find_crds",
     "find_crds_dir",
     "find_kubectl",
