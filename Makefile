@@ -10,8 +10,9 @@ PYTEST_ARGS ?=
 STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
 	rollout/analysis/_judge.py registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
-	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py capacity/_profile.py capacity/_planfile.py \
-	capacity/__init__.py
+	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py \
+	capacity/_profile.py capacity/_planfile.py capacity/_sim.py capacity/_plan.py \
+	capacity/_arrivals.py capacity/_units.py
 
 .PHONY: setup setup-python setup-system demo run test lint typecheck pytest bench clean
 

@@ -42,12 +42,20 @@ def build_app() -> typer.Typer:
 
     root.add_typer(_dev.app, name="dev")
 
+    from cli._plan import plan
+
+    root.command("plan")(plan)
+
     from cli._serve import serve
 
     root.command(
         "serve",
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(serve)
+
+    from cli._profile import profile
+
+    root.command("profile")(profile)
     return root
 
 
