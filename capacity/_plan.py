@@ -15,7 +15,8 @@ plan. The method, in order (docs/CAPACITY.md, "The plan"):
    / fail answer moves with the rate and not with noise.
 3. ``request_timeout_ms`` = the SLO (a request the SLO already lost is refused or dropped
    before it costs device time others need); ``max_queue_size`` = the items one replica
-   can still finish within the SLO, ``ceil(capacity x (SLO - edge))``.
+   can still finish within the SLO, ``ceil(capacity x (SLO - edge))``; in queue mode the
+   claim timeout (``claim_timeout_ms``) sits between a healthy worker's hold and the SLO.
 4. Replicas: ``ceil(rate / (utilisation x capacity))`` at peak and at mean; ``spare`` on
    top; the cold-start headroom carries a burst for the autoscaler's reaction plus the
    version's load time, when no new replica can be ready: ``ceil(factor x peak / (u x
@@ -130,7 +131,10 @@ def plan(profile: Profile, request: PlanRequest) -> PlanFile:
                   max_batch_wait_ms=choice.max_batch_wait_ms,
                   max_queue_size=max(choice.max_batch_size,
                                      math.ceil(cap * (slo - profile.edge_ms) / 1000.0)),
-                  request_timeout_ms=slo)
+                  request_timeout_ms=slo,
+                  queue_claim_timeout_ms=(claim_timeout_ms(profile, choice.max_batch_size,
+                                                           choice.max_batch_wait_ms, slo)
+                                          if request.mode == "queue" else None))
     replicas = plan_replicas(cap, request, profile.load_s)
     config = _config(knobs)
     mean = _predict(profile, config, request, request.mean, replicas.for_mean, 1)
@@ -281,6 +285,17 @@ def _autoscaler(request: PlanRequest, capacity: float, knobs: Knobs, replicas: R
     target, percent = knative_targets(in_flight, replicas.for_peak)
     return Autoscaler(scale_target=target, target_utilization_percentage=percent,
                       activation_scale=replicas.min)
+
+
+def claim_timeout_ms(profile: Profile, size: int, wait_ms: float, timeout_ms: float) -> int:
+    """Queue mode's ``--queue_claim_timeout_ms``: how long a pending entry sits idle before
+    another worker claims it (its worker presumably dead). A healthy worker holds an entry
+    for up to its wait plus two batches (one running, its own forming: the prefetch of
+    2 x max_batch_size, predictor/queue/_worker.py ``QueueWorker._read_loop``), so the
+    claim waits a tenth more than that; and the predictor wants it below the request
+    timeout (predictor/_config.py), where a claimed entry can still be answered."""
+    held_ms = wait_ms + 2 * profile.batch_ms(size, 0.99)
+    return max(1, min(math.ceil(1.1 * held_ms), math.ceil(timeout_ms) - 1))
 
 
 def _mean_ms(profile: Profile, size: int) -> float:

@@ -21,12 +21,14 @@ MODES: tuple[Mode, ...] = ("in-process", "queue")
 
 @dataclass(frozen=True)
 class Knobs:
-    """The predictor's batching flags (``--max_batch_size`` …)."""
+    """The predictor's batching flags (``--max_batch_size`` …); in queue mode also
+    ``--queue_claim_timeout_ms``, which must sit below the request timeout."""
 
     max_batch_size: int
     max_batch_wait_ms: float
     max_queue_size: int
     request_timeout_ms: float
+    queue_claim_timeout_ms: int | None = None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ class PlanValues:
     activation_scale: int | None = None
     lag_per_worker: int | None = None
     activation_lag: int | None = None
+    queue_claim_timeout_ms: int | None = None  # queue mode: both roles get it
 
     def __post_init__(self) -> None:
         if self.mode not in (IN_PROCESS, QUEUE):
@@ -81,7 +82,9 @@ class PlanValues:
 
     def flags(self, names: Sequence[str]) -> dict[str, str]:
         """``{flag: value}`` for the predictor flags ``names``, as argparse reads them."""
-        return {name: _number(getattr(self, name)) for name in names}
+        chosen = [*names, *(["queue_claim_timeout_ms"] if self.queue_claim_timeout_ms
+                            is not None and self.mode == QUEUE else [])]
+        return {name: _number(getattr(self, name)) for name in chosen}
 
 
 def overlay_mode(docs: Sequence[Mapping[str, Any]]) -> str:
@@ -258,6 +261,8 @@ def _scale_workers(docs: Sequence[dict[str, Any]], deployment: Any,
 def _check_claim_timeout(container: Mapping[str, Any], where: str, plan: PlanValues) -> None:
     """The predictor refuses --queue_claim_timeout_ms at or above --request_timeout_ms
     with a queue (predictor/_config.py queue_problems): refuse a plan that would do so."""
+    if plan.queue_claim_timeout_ms is not None:  # the plan sets it, below its timeout
+        return
     raw = _flag(container.get("args"), "queue_claim_timeout_ms")
     try:
         claim = float(raw) if raw is not None else DEFAULT_CLAIM_TIMEOUT_MS

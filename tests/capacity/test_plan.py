@@ -59,6 +59,10 @@ def test_a_plan_is_a_valid_plan_file_and_meets_its_slo() -> None:
     assert a.scale_target is not None and a.target_utilization_percentage is not None
     queue = plan(PROFILE, PlanRequest(60.0, 2000.0, mode="queue", **FAST))
     assert queue.autoscaler.lag_per_worker and queue.autoscaler.scale_target is None
+    assert p.knobs.queue_claim_timeout_ms is None
+    claim = queue.knobs.queue_claim_timeout_ms  # above a healthy worker's hold, below 60 ms
+    held = queue.knobs.max_batch_wait_ms + 2 * PROFILE.batch_ms(queue.knobs.max_batch_size, 0.99)
+    assert claim is not None and min(held, 59) <= claim < 60
 
 
 @pytest.mark.parametrize(("concurrency", "pods"), [(0.5, 1), (12.3, 3), (300.0, 40),

@@ -173,6 +173,24 @@ def test_queue_plan_shorter_than_the_claim_timeout_is_refused(
     assert len(stderr.splitlines()) == 1
 
 
+def test_a_queue_plan_with_its_claim_timeout_renders_with_a_short_timeout(
+    registry: str, tmp_path: Path
+) -> None:
+    """The planner gives queue plans a claim timeout below their request timeout
+    (capacity._plan.claim_timeout_ms): both roles get it, and the render validates."""
+    short = Knobs(max_batch_size=24, max_batch_wait_ms=5.0, max_queue_size=300,
+                  request_timeout_ms=250.0, queue_claim_timeout_ms=121)
+    rc, docs, stderr = render(registry, tmp_path, "queue",
+                              make_plan("queue", knobs=short, autoscaler=KEDA_QUEUE))
+    assert rc == 0, stderr
+    front = isvc(docs)["spec"]["predictor"]["model"]["args"]
+    [worker] = [d for d in docs if d["kind"] == "Deployment"]
+    [container] = worker["spec"]["template"]["spec"]["containers"]
+    for args in (front, container["args"]):
+        assert "--queue_claim_timeout_ms=121" in args
+        assert "--request_timeout_ms=250" in args
+
+
 @pytest.mark.parametrize(("overlay", "plan", "message"), [
     ("queue", make_plan(), "error: the plan is for in-process mode, but overlay 'queue' is "
      "queue (the queue and queue-external-redis overlays are queue mode"),
