@@ -51,6 +51,7 @@ bench: setup
 	$(PY) -m bench.shadow_bench
 	$(PY) -m bench.queue_bench all
 	$(PY) -m bench.multi_bench all
+	$(PY) -m bench.capacity_bench all
 
 # The promise tests of docs/RELIABILITY.md at full length: 60 s of 5x overload, SIGTERM
 # x20, `rollout run` killed x20, 5000 fuzz cases per body kind (make test runs them short).

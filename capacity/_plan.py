@@ -15,8 +15,12 @@ plan. The method, in order (docs/CAPACITY.md, "The plan"):
    / fail answer moves with the rate and not with noise.
 3. ``request_timeout_ms`` = the SLO (a request the SLO already lost is refused or dropped
    before it costs device time others need); ``max_queue_size`` = the items one replica
-   can still finish within the SLO, ``ceil(capacity x (SLO - edge))``; in queue mode the
-   claim timeout (``claim_timeout_ms``) sits between a healthy worker's hold and the SLO.
+   can still finish within the SLO, ``ceil(capacity x (SLO - edge))``. In queue mode the
+   frontends compare it with the stream's depth, lag plus pending (``XINFO GROUPS``,
+   predictor/queue/_frontend.py ``_admit``), and pending holds every worker's prefetch of
+   2 x max_batch_size: so it is ``max replicas x (that + 2 x max_batch_size)``, a bound
+   the largest fleet can finish, the frontends' deadline admission doing the rest; and
+   the claim timeout (``claim_timeout_ms``) sits between a healthy worker's hold and the SLO.
 4. Replicas: ``ceil(rate / (utilisation x capacity))`` at peak and at mean; ``spare`` on
    top; the cold-start headroom carries a burst for the autoscaler's reaction plus the
    version's load time, when no new replica can be ready: ``ceil(factor x peak / (u x
@@ -127,15 +131,17 @@ def plan(profile: Profile, request: PlanRequest) -> PlanFile:
                            f"no batching can answer faster")
     choice = search_knobs(profile, request)
     cap = choice.capacity_rps
+    replicas = plan_replicas(cap, request, profile.load_s)
+    in_time = max(choice.max_batch_size, math.ceil(cap * (slo - profile.edge_ms) / 1000.0))
+    if request.mode == "queue":  # the stream's depth: lag + pending, the prefetch included
+        in_time = replicas.max * (in_time + 2 * choice.max_batch_size)
     knobs = Knobs(max_batch_size=choice.max_batch_size,
                   max_batch_wait_ms=choice.max_batch_wait_ms,
-                  max_queue_size=max(choice.max_batch_size,
-                                     math.ceil(cap * (slo - profile.edge_ms) / 1000.0)),
+                  max_queue_size=in_time,
                   request_timeout_ms=slo,
                   queue_claim_timeout_ms=(claim_timeout_ms(profile, choice.max_batch_size,
                                                            choice.max_batch_wait_ms, slo)
                                           if request.mode == "queue" else None))
-    replicas = plan_replicas(cap, request, profile.load_s)
     config = _config(knobs)
     mean = _predict(profile, config, request, request.mean, replicas.for_mean, 1)
     peak = _predict(profile, config, request, request.peak_rps, replicas.for_peak, 2)

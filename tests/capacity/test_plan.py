@@ -63,6 +63,8 @@ def test_a_plan_is_a_valid_plan_file_and_meets_its_slo() -> None:
     claim = queue.knobs.queue_claim_timeout_ms  # above a healthy worker's hold, below 60 ms
     held = queue.knobs.max_batch_wait_ms + 2 * PROFILE.batch_ms(queue.knobs.max_batch_size, 0.99)
     assert claim is not None and min(held, 59) <= claim < 60
+    # the stream's depth counts every worker's prefetch: the limit leaves room above it
+    assert queue.knobs.max_queue_size > queue.replicas.max * 2 * queue.knobs.max_batch_size
 
 
 @pytest.mark.parametrize(("concurrency", "pods"), [(0.5, 1), (12.3, 3), (300.0, 40),
