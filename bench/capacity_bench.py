@@ -4,7 +4,9 @@ For each workload: push the version to a throwaway registry, ``modelctl profile`
 (``capacity.measure_profile``), plan one replica for an SLO (``capacity.plan``, peak =
 the utilisation target x the planned capacity, so ``for_peak`` is one replica; in queue
 mode two workers), serve the plan's flags, and measure with the open-loop generator
-with Poisson arrivals, as the plan's simulation assumes:
+with Poisson arrivals, as the plan's simulation assumes. The generator shares the
+predictor's cores here, so its own CPU per request (``generator_cpu_ms``, against the
+trivial server) joins the profile's edge CPU before planning:
 
 - **p99 at the planned peak**, median of ``--runs`` runs, against the plan's predicted
   p99 (target: within 15%);
@@ -23,8 +25,12 @@ fixed-latency task behind redis-server, one frontend and two workers).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
+import os
 import re
+import signal
+import subprocess
 import sys
 import tempfile
 import time
@@ -86,6 +92,26 @@ def _profile(registry: Path, workload: Workload, runs: int) -> Any:
     return measure_profile(Registry.open(str(registry)), workload.model, "stable", options,
                            cache_dir=registry.parent / "cache",
                            progress=lambda line: print(f"  profile: {line}", flush=True))
+
+
+def generator_cpu_ms(text: str, rate: float = 200.0, duration_s: float = 4.0) -> float:
+    """The open-loop generator's own CPU per request (this process), against the trivial
+    server (``bench.loadgen._server``): it shares the cores with the predictor here, so
+    it is part of the host's cost per request that the plan must see."""
+    from bench.loadgen._capacity import _free_port, _wait_listening
+
+    port = _free_port()
+    server = subprocess.Popen([sys.executable, "-m", "bench.loadgen._server", "--port",
+                               str(port)], start_new_session=True)
+    try:
+        _wait_listening(port, timeout_s=30.0)
+        cpu0 = time.process_time()
+        result = run_open_loop(f"http://127.0.0.1:{port}/ok", rate=rate, duration_s=duration_s,
+                               body={"instances": [text]}, arrival="poisson")
+        return (time.process_time() - cpu0) * 1000.0 / max(1, int(result.sent))
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=10)
 
 
 def _plan(profile: Any, workload: Workload) -> Any:
@@ -218,8 +244,13 @@ def bench(name: str, runs: int, duration_s: float, profile_runs: int) -> dict[st
         registry = Path(tmp) / "registry"
         _push(registry, workload)
         started = time.monotonic()
-        profile = _profile(registry, workload, profile_runs)
+        profiled = _profile(registry, workload, profile_runs)
         profile_s = time.monotonic() - started
+        client_ms = generator_cpu_ms(workload.text)
+        # The generator runs on the predictor's cores here: its CPU joins the edge's.
+        profile = dataclasses.replace(profiled, edge_cpu_ms=profiled.edge_cpu_ms + client_ms)
+        print(f"  generator: {client_ms:.2f} ms CPU per request; edge CPU for the plan "
+              f"{profile.edge_cpu_ms:.2f} ms", flush=True)
         plan = _plan(profile, workload)
         print(f"  plan: {plan.knobs}, capacity {plan.capacity_rps:.1f} req/s per replica, "
               f"peak {plan.peak_rps:.1f} req/s on {plan.replicas.for_peak}, predicted p99 "
@@ -239,7 +270,8 @@ def bench(name: str, runs: int, duration_s: float, profile_runs: int) -> dict[st
     capacity_error = (measured - predicted_capacity) / predicted_capacity
     return {"workload": name, "model": workload.model, "mode": workload.mode,
             "workers": workload.workers, "slo_ms": workload.slo_ms,
-            "profile_s": round(profile_s, 1), "profile": profile.to_json(),
+            "profile_s": round(profile_s, 1), "profile": profiled.to_json(),
+            "generator_cpu_ms": round(client_ms, 3),
             "plan": plan.to_json(), "at_peak": at_peak,
             "predicted_p99_ms": plan.peak.p99_ms, "measured_p99_ms": at_peak["p99_ms"],
             "p99_error": p99_error, "p99_ok": abs(p99_error) <= 0.15,

@@ -17,12 +17,16 @@ Method, and its limits:
   so this is the edge of an idle replica, not of a loaded one.
 - ``edge_cpu_ms`` = the server's CPU time over the timed requests (user + system,
   psutil, of the predictor and every child it has, reaped children included)
-  divided by their count, minus the model's own CPU for one item as measured in
-  process (never below 0). It counts the server's background work in that window
-  too (the event loop's timers, metrics), which is part of what a replica costs; it
-  assumes the model costs the same CPU per item in the server as in process, which
-  is less true for a GPU model, whose CPU share is small and whose launch cost
-  depends on the thread it runs on.
+  less the CPU of its device threads, divided by their count. The predictor names
+  its device thread ``modelctl-device`` for the OS (``predictor.batching._device``),
+  and the threads it starts inherit the name, torch's OpenMP team among them, so on
+  Linux the model's CPU is read per thread (``/proc/<pid>/task/<tid>/comm`` and
+  ``stat``) in the server itself. Elsewhere the model's CPU per item measured in
+  process is subtracted instead (never below 0), which assumes the model costs the
+  same CPU in both places: on a CPU device it does not (its threads spin more in
+  back-to-back runs than between requests), and that estimate clips to 0. It counts
+  the server's background work in that window too (the event loop's timers,
+  metrics), which is part of what a replica costs.
 """
 
 from __future__ import annotations
@@ -58,6 +62,7 @@ class EdgeTiming:
     requests: int
     request_p50_ms: float
     request_cpu_ms: float  # the server's CPU per request, the model's included
+    model_cpu_ms: float = 0.0  # of which its device threads' (or the in-process estimate)
 
 
 def free_port() -> int:
@@ -79,20 +84,25 @@ def measure_edge(model: str, model_dir: Path, options: ProfileOptions, t1_median
         with httpx.Client(timeout=60.0) as client:
             for body in bodies[:options.edge_warmup_requests] or bodies[:1]:
                 _post(client, predict, body)
-            cpu0 = _tree_cpu_s(proc.pid)
+            cpu0, device0 = _tree_cpu_s(proc.pid), device_cpu_s(proc.pid)
             latencies = []
             for body in bodies:
                 t0 = time.perf_counter()
                 _post(client, predict, body)
                 latencies.append((time.perf_counter() - t0) * 1000.0)
             cpu_s = _tree_cpu_s(proc.pid) - cpu0
+            device1 = device_cpu_s(proc.pid)
     latencies.sort()
     p50 = latencies[len(latencies) // 2]
     cpu_per_request_ms = cpu_s * 1000.0 / len(latencies)
+    if device0 is not None and device1 is not None:
+        model_ms = (device1 - device0) * 1000.0 / len(latencies)  # read in the server
+    else:
+        model_ms = model_cpu_per_item_ms
     return EdgeTiming(edge_ms=max(p50 - t1_median_ms, 0.0),
-                      edge_cpu_ms=max(cpu_per_request_ms - model_cpu_per_item_ms, 0.0),
+                      edge_cpu_ms=max(cpu_per_request_ms - model_ms, 0.0),
                       load_s=load_s, requests=len(latencies), request_p50_ms=p50,
-                      request_cpu_ms=cpu_per_request_ms)
+                      request_cpu_ms=cpu_per_request_ms, model_cpu_ms=model_ms)
 
 
 def _post(client: Any, url: str, body: dict[str, Any]) -> None:
@@ -157,6 +167,25 @@ def _last_line(log: Any) -> str:
     log.seek(0)
     lines = [line for line in log.read().decode(errors="replace").splitlines() if line.strip()]
     return lines[-1].strip()[:400] if lines else "(no output)"
+
+
+def device_cpu_s(pid: int) -> float | None:
+    """CPU seconds of ``pid``'s threads named ``DEVICE_THREAD_NAME`` (the device thread and
+    the threads it started), or None where /proc does not say."""
+    from predictor.batching._device import DEVICE_THREAD_NAME
+
+    tasks = Path(f"/proc/{pid}/task")
+    if not tasks.is_dir():
+        return None
+    ticks = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for task in tasks.iterdir():
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if (task / "comm").read_text().strip() != DEVICE_THREAD_NAME:
+                continue
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (proc(5) 14, 15)
+    return total / ticks
 
 
 def _tree_cpu_s(pid: int) -> float:

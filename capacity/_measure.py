@@ -105,7 +105,8 @@ def measure_profile(reg: Registry, model: str, ref: str | int, options: ProfileO
                          "edge_request_p50_ms": round(edge.request_p50_ms, 4),
                          "edge_request_cpu_ms": round(edge.request_cpu_ms, 4),
                          "t1_median_ms": round(series.t1_median_ms, 4),
-                         "model_cpu_per_item_ms": round(series.model_cpu_per_item_ms, 4)})
+                         "model_cpu_per_item_ms": round(series.model_cpu_per_item_ms, 4),
+                         "server_model_cpu_ms": round(edge.model_cpu_ms, 4)})
 
 
 def measure_batches(model: str, model_dir: Path, options: ProfileOptions,

@@ -8,7 +8,9 @@ plan. The method, in order (docs/CAPACITY.md, "The plan"):
    small grid (``WAIT_GRID_MS``, at most half the SLO's slack over the floor), find one
    replica's capacity at the SLO by bisection on the Poisson rate: the highest rate whose
    simulated p99 is within the SLO with ``SUCCESS_TARGET`` of requests answered on time,
-   never above the edge's CPU limit (``cpus x 1000 / edge_cpu_ms``). Keep the knobs with
+   never above the edge's CPU limit (``cpus x 1000 / edge_cpu_ms``); on a CPU device
+   each trial's batches stretch by ``Profile.cpu_slowdown(rate)``, the share of the
+   model's cores the edge takes at that rate. Keep the knobs with
    the highest capacity; another pair must beat it by ``TIE`` (3%) to replace it, so ties
    go to the smaller batch and the shorter wait. The trials share one seed: a Poisson
    process of the same uniforms at another rate is the same arrivals rescaled, so the pass
@@ -240,9 +242,12 @@ def _search_config(size: int, wait_ms: float, hi_rps: float, slo_ms: float) -> B
 
 
 def _meets(profile: Profile, config: BatchConfig, request: PlanRequest, rate: float) -> bool:
+    slowdown = profile.cpu_slowdown(rate)
+    if math.isinf(slowdown):
+        return False  # the edge alone takes the cores
     arrivals = poisson_arrivals(rate, request.trial_requests, random.Random(request.seed))
     result = simulate(profile, config, arrivals, mode=request.mode, cpus=request.cpus,
-                      seed=request.seed)
+                      seed=request.seed, slowdown=slowdown)
     return result.p99_ms <= request.slo_p99_ms and result.success_rate >= SUCCESS_TARGET
 
 
@@ -264,8 +269,12 @@ def _predict(profile: Profile, config: BatchConfig, request: PlanRequest, rate: 
              replicas: int, stream: int) -> SimResult:
     arrivals = poisson_arrivals(rate, request.predict_requests,
                                 random.Random(request.seed + stream))
+    slowdown = profile.cpu_slowdown(rate / replicas)
+    if math.isinf(slowdown):  # never for a planned rate: the search refused it already
+        raise ProfileError(f"{rate / replicas:.0f} req/s a replica leaves the model no CPU")
     return simulate(profile, config, arrivals, replicas=replicas, balancer=request.balancer,
-                    mode=request.mode, cpus=request.cpus, seed=request.seed + stream)
+                    mode=request.mode, cpus=request.cpus, seed=request.seed + stream,
+                    slowdown=slowdown)
 
 
 def _prediction(rate: float, result: SimResult) -> Prediction:

@@ -135,6 +135,29 @@ class Profile:
         t_lo, t_hi = quantile(lo.samples_ms, q), quantile(hi.samples_ms, q)
         return t_lo + (t_hi - t_lo) * (size - lo.size) / (hi.size - lo.size)
 
+    def cpu_slowdown(self, rate_rps: float) -> float:
+        """How much longer a batch takes on a CPU device when one replica serves
+        ``rate_rps``. The HTTP edge needs ``rate x edge_cpu_ms`` of CPU a second; what of
+        it does not fit on the cores torch's threads leave idle (``cpus_usable`` less
+        ``torch_threads``) runs on theirs, and an OpenMP team waits at each barrier for
+        its slowest thread, so while the edge holds any one of those cores the whole
+        batch stands: a batch of ``t`` stretches to ``t / (1 - s)``, ``s`` the cores'
+        worth the edge takes. That counts in proportion to how busy the model keeps its
+        cores (its CPU per batch of one in the server over t(1)): a model that sleeps,
+        or waits on a GPU, is not slowed. ``inf`` from ``s >= 0.95``: the replica is
+        CPU-bound. 1 on a GPU."""
+        if self.device != "cpu" or self.edge_cpu_ms <= 0 or rate_rps <= 0:
+            return 1.0
+        threads = float(self.host.get("torch_threads") or 1)
+        cores = float(self.host.get("cpus_usable") or self.host.get("cpu_count") or threads)
+        stolen = max(0.0, rate_rps * self.edge_cpu_ms / 1000.0 - max(0.0, cores - threads))
+        if stolen >= 0.95:
+            return math.inf
+        model_ms, t1_ms = self.host.get("server_model_cpu_ms"), self.host.get("t1_median_ms")
+        busy = (min(1.0, max(0.0, float(model_ms) / float(t1_ms) / threads))
+                if model_ms is not None and t1_ms else 1.0)
+        return 1.0 + busy * stolen / (1.0 - stolen)
+
     def service_s(self, size: int, u: float) -> float:
         """One draw of t(size) in seconds for a uniform ``u`` in [0, 1)."""
         return self.batch_ms(size, u) / 1000.0

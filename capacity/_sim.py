@@ -142,7 +142,7 @@ class _Simulation:
     """One run; ``run`` returns its ``SimResult``."""
 
     def __init__(self, profile: Profile, config: BatchConfig, replicas: int, balancer: Balancer,
-                 mode: Mode, items_per_request: int, seed: int) -> None:
+                 mode: Mode, items_per_request: int, seed: int, slowdown: float = 1.0) -> None:
         if config.max_batch_size > profile.max_batch_size:
             raise ProfileError(f"max_batch_size {config.max_batch_size} is larger than the "
                                f"profile's largest batch ({profile.max_batch_size})")
@@ -151,6 +151,7 @@ class _Simulation:
         if balancer not in BALANCERS:
             raise ProfileError(f"unknown balancer {balancer!r}: use {' or '.join(BALANCERS)}")
         self.profile = profile
+        self.slowdown = slowdown
         self.config = config
         self.mode = mode
         self.balancer = balancer
@@ -258,7 +259,7 @@ class _Simulation:
         items = [queue.popleft() for _ in range(n)]
         replica.in_flight = n
         replica.busy_until = now + replica.policy.latency_model.predict(n)
-        service = self.profile.service_s(n, self.service_rng.random())
+        service = self.profile.service_s(n, self.service_rng.random()) * self.slowdown
         replica.busy_s += service
         self._push(now + service, _BATCH_END, replica, _Batch(now, items))
 
@@ -382,12 +383,17 @@ def _load(replica: _Replica) -> int:
 def simulate(profile: Profile, config: BatchConfig, arrivals: Sequence[float], *,
              replicas: int = 1, balancer: Balancer = "least-loaded",
              mode: Mode = "in-process", items_per_request: int = 1, cpus: float = 1.0,
-             seed: int = 0, keep_requests: bool = False) -> SimResult:
+             seed: int = 0, keep_requests: bool = False, slowdown: float = 1.0) -> SimResult:
     """Offer ``arrivals`` (ascending seconds) to ``replicas`` predictors batching with
     ``config`` on the device ``profile`` measured; ``keep_requests`` keeps each request's
-    outcome and latency (seconds in the batcher, edge excluded) in the result."""
+    outcome and latency (seconds in the batcher, edge excluded) in the result.
+    ``slowdown`` stretches every drawn batch time (``Profile.cpu_slowdown``: a CPU device
+    shared with the HTTP edge)."""
     if not (math.isfinite(cpus) and cpus > 0):
         raise ProfileError(f"cpus must be a number > 0, got {cpus!r}")
-    sim = _Simulation(profile, config, replicas, balancer, mode, items_per_request, seed)
+    if not (math.isfinite(slowdown) and slowdown >= 1.0):
+        raise ProfileError(f"slowdown must be a finite number >= 1, got {slowdown!r}")
+    sim = _Simulation(profile, config, replicas, balancer, mode, items_per_request, seed,
+                      slowdown)
     sim.run(arrivals)
     return sim.result(arrivals, cpus, keep_requests)

@@ -17,14 +17,36 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
+import ctypes
 import heapq
 import itertools
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol, TypeVar
 
 R = TypeVar("R")
+
+# The OS name of the device thread (Linux: /proc/<pid>/task/<tid>/comm, at most 15
+# bytes). Threads it starts inherit the name (clone copies comm), torch's OpenMP team
+# among them, so the model's CPU can be told from the HTTP edge's (capacity/_edge.py).
+DEVICE_THREAD_NAME = "modelctl-device"
+_PR_SET_NAME = 15  # linux/prctl.h
+
+
+def _name_os_thread(name: str) -> None:
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None).prctl(_PR_SET_NAME, name.encode()[:15], 0, 0, 0)
+
+
+def device_executor(prefix: str = "device") -> concurrent.futures.ThreadPoolExecutor:
+    """The one thread a device's batches run on, named ``DEVICE_THREAD_NAME`` for the OS."""
+    return concurrent.futures.ThreadPoolExecutor(
+        max_workers=1, thread_name_prefix=prefix, initializer=_name_os_thread,
+        initargs=(DEVICE_THREAD_NAME,))
 
 
 class DeviceLane(Protocol):
@@ -46,8 +68,7 @@ class OwnDevice:
 
     async def run(self, work: Callable[[], R], deadline: float) -> tuple[R, float]:
         if self._executor is None:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix="batcher")
+            self._executor = device_executor("batcher")
         started = self._clock()
         return await asyncio.get_running_loop().run_in_executor(self._executor, work), started
 
@@ -68,8 +89,7 @@ class SharedDevice:
 
     def __init__(self, executor: concurrent.futures.Executor | None = None, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        self._executor = executor or concurrent.futures.ThreadPoolExecutor(
-            1, thread_name_prefix="device")
+        self._executor = executor or device_executor()
         self._clock = clock
         self._busy = False
         self._waiting: list[_Waiter] = []

@@ -32,7 +32,6 @@ acknowledged (``_trim``); an unread or pending entry is never trimmed.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import functools
 import logging
@@ -42,6 +41,7 @@ from typing import Any
 from predictor._config import ServerConfig
 from predictor._errors import DeadLettered, DeadlineExpired, ItemFailed, PredictorError
 from predictor._model import BatchingModel
+from predictor.batching._device import device_executor
 from predictor.batching._isolation import is_bad_input, is_out_of_memory, run_isolating
 from predictor.handlers._base import RequestOptions
 from predictor.queue._backpressure import WorkerInfo, depth_of
@@ -74,7 +74,7 @@ class QueueWorker:
         self.metrics = QueueMetrics.create(self.config.model_name, model.version,
                                            self.config.role)
         self._results = ResultStore(client, keys, self.config.queue_result_ttl_s)
-        self._device = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="device")
+        self._device = device_executor()
         self._batcher = model.make_batcher(self._device)
         cap = model.batch_config.max_batch_size
         self._prefetch = 2 * cap  # one batch running, one forming: the rest stays for others

@@ -59,6 +59,12 @@ def test_a_fixed_latency_version_profiles_at_its_latency(tmp_path: Path) -> None
     assert profile.edge_ms < 200 and profile.load_s < 60
     assert profile.host["cpu_count"] >= 1 and profile.host["torch_threads"] >= 1
     assert profile.host["edge_requests"] == 40
+    # The model's CPU is read per thread in the server: a sleeping model spends next to
+    # none of the server's CPU per request, and the edge gets the rest.
+    server_model = profile.host["server_model_cpu_ms"]
+    assert 0 <= server_model < 0.5 * profile.host["edge_request_cpu_ms"]
+    assert profile.edge_cpu_ms == pytest.approx(
+        profile.host["edge_request_cpu_ms"] - server_model, abs=2e-3)
     # One progress line per batch size, and the fetch into the cache.
     assert sum(line.startswith("batch ") for line in lines) == 3
     assert (tmp_path / "cache" / "prof-fixed" / str(version) / "MANIFEST.json").is_file()

@@ -89,3 +89,27 @@ def test_units() -> None:
     for bad_burst in ("2:30s", "0.5x:30s", "2x:soon"):
         with pytest.raises(ProfileError):
             parse_burst(bad_burst)
+
+
+def _on(device: str, **host: float) -> Profile:
+    return Profile("m", 1, device, PROFILE.batches, edge_ms=1.0, edge_cpu_ms=1.0, load_s=1.0,
+                   host=host)
+
+
+def test_a_cpu_device_shared_with_the_edge_stretches_batches_by_the_share_it_takes() -> None:
+    busy = _on("cpu", torch_threads=2, cpus_usable=2, server_model_cpu_ms=18.0,
+               t1_median_ms=10.0)
+    # 300 req/s x 1 ms = 0.3 of a core, all on torch's (none idle); the model keeps 0.9 of
+    # its two threads busy: batches stand 0.3 / 0.7 of their time longer, 90% of that.
+    assert busy.cpu_slowdown(300.0) == pytest.approx(1 + 0.9 * 0.3 / 0.7)
+    assert busy.cpu_slowdown(0.0) == 1.0 and math.isinf(busy.cpu_slowdown(950.0))
+    spare_core = _on("cpu", torch_threads=1, cpus_usable=2, server_model_cpu_ms=9.0,
+                     t1_median_ms=10.0)
+    assert spare_core.cpu_slowdown(300.0) == 1.0  # the edge fits on the idle core
+    assert spare_core.cpu_slowdown(1300.0) == pytest.approx(1 + 0.9 * 0.3 / 0.7)
+    sleeping = _on("cpu", torch_threads=2, server_model_cpu_ms=0.0, t1_median_ms=10.0)
+    assert sleeping.cpu_slowdown(500.0) == 1.0  # a model that does not compute is not slowed
+    assert _on("cuda", torch_threads=2).cpu_slowdown(500.0) == 1.0  # the batch is on the GPU
+    on_cpu = plan(busy, PlanRequest(80.0, 300.0, **FAST)).capacity_rps
+    on_gpu = plan(_on("cuda"), PlanRequest(80.0, 300.0, **FAST)).capacity_rps
+    assert on_cpu < 0.9 * on_gpu

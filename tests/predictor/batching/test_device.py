@@ -4,12 +4,19 @@ model starved by another's flood."""
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
-from predictor.batching._device import OwnDevice, SharedDevice
+from predictor.batching._device import (
+    DEVICE_THREAD_NAME,
+    OwnDevice,
+    SharedDevice,
+    device_executor,
+)
 
 
 def _work(log: list[str], name: str, seconds: float, active: list[int]) -> str:
@@ -133,3 +140,27 @@ def test_own_device_reports_when_the_batch_started() -> None:
 
     name, before, started = asyncio.run(go())
     assert name.startswith("batcher") and started >= before
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc names threads on Linux")
+def test_the_device_thread_is_named_for_the_os_and_its_threads_inherit_it() -> None:
+    """capacity/_edge.py tells the model's CPU from the edge's by this name."""
+
+    def names() -> tuple[str, str]:
+        own = Path(f"/proc/self/task/{threading.get_native_id()}/comm").read_text().strip()
+        child: list[str] = []
+
+        def inner() -> None:
+            tid = threading.get_native_id()
+            child.append(Path(f"/proc/self/task/{tid}/comm").read_text().strip())
+
+        thread = threading.Thread(target=inner)  # started by the device thread
+        thread.start()
+        thread.join()
+        return own, child[0]
+
+    executor = device_executor()
+    try:
+        assert executor.submit(names).result() == (DEVICE_THREAD_NAME, DEVICE_THREAD_NAME)
+    finally:
+        executor.shutdown()
