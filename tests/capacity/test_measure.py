@@ -3,15 +3,19 @@ builds, timed in process, and a real predictor process for the edge and the load
 
 The fixed-latency task sleeps a known time per batch whatever its size, so t(b) must
 come out close to it for every size; the runs are few so the whole module stays fast.
+Measuring builds the predictor's model, which imports KServe, whose gRPC protos clash
+with tritonclient's in one process: it runs in a child process (``_measure``).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
-import psutil
 import pytest
 
 from capacity import (
@@ -38,13 +42,41 @@ def push_fixed(root: Path, name: str = "prof-fixed", **task: object) -> tuple[Re
     return reg, reg.push(src, name, "fixed-latency", alias="stable").version
 
 
+_CHILD = """
+import json, sys
+from pathlib import Path
+import psutil
+from capacity import ProfileError, ProfileOptions, measure_profile
+from registry import Registry
+registry, model, ref, options, cache = json.loads(sys.argv[1])
+try:
+    profile = measure_profile(Registry.open(registry), model, ref, ProfileOptions(
+        **{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()}),
+        cache_dir=Path(cache), progress=lambda line: print(line, file=sys.stderr, flush=True))
+except ProfileError as exc:
+    print(f"ProfileError: {exc}", file=sys.stderr)
+    sys.exit(2)
+print(json.dumps({"profile": profile.to_json(),
+                  "children": len(psutil.Process().children(recursive=True))}))
+"""
+
+
+def _measure(reg: Registry, model: str, ref: str, cache: Path,
+             **options: object) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    """``measure_profile`` in a child process: (the process, its JSON answer or {})."""
+    args = json.dumps([reg.url, model, ref, options, str(cache)])
+    done = subprocess.run([sys.executable, "-c", _CHILD, args], capture_output=True, text=True,
+                          timeout=300, cwd=Path(__file__).parents[2], check=False)
+    return done, (json.loads(done.stdout) if done.returncode == 0 else {})
+
+
 def test_a_fixed_latency_version_profiles_at_its_latency(tmp_path: Path) -> None:
     reg, version = push_fixed(tmp_path)
-    before = {p.pid for p in psutil.Process().children(recursive=True)}
-    lines: list[str] = []
-    profile = measure_profile(reg, "prof-fixed", "stable",
-                              ProfileOptions(batch_sizes=(1, 2, 4), **QUICK),  # type: ignore[arg-type]
-                              cache_dir=tmp_path / "cache", progress=lines.append)
+    done, answer = _measure(reg, "prof-fixed", "stable", tmp_path / "cache",
+                            batch_sizes=[1, 2, 4], **QUICK)
+    assert done.returncode == 0, done.stderr
+    profile = Profile.from_json(answer["profile"])
+    lines = done.stderr.splitlines()
 
     assert (profile.model, profile.version, profile.device) == ("prof-fixed", version, "cpu")
     assert profile.sizes == (1, 2, 4)
@@ -74,18 +106,18 @@ def test_a_fixed_latency_version_profiles_at_its_latency(tmp_path: Path) -> None
     assert back.batch_ms(4, 0.5) == pytest.approx(profile.batch_ms(4, 0.5), abs=1e-3)
     assert back.edge_ms == pytest.approx(profile.edge_ms, abs=1e-3)
     # The predictor it started is gone.
-    assert {p.pid for p in psutil.Process().children(recursive=True)} <= before
+    assert answer["children"] == 0
 
 
 def test_default_sizes_stop_at_the_tasks_limit(tmp_path: Path) -> None:
     reg, _ = push_fixed(tmp_path, "prof-small", max_batch_size=3, latency_ms=1)
-    profile = measure_profile(reg, "prof-small", "1",
-                              ProfileOptions(**{**QUICK, "edge_requests": 5}),  # type: ignore[arg-type]
-                              cache_dir=tmp_path / "cache")
-    assert profile.sizes == (1, 2, 3)
-    with pytest.raises(ProfileError, match="above this task's limit of 3"):
-        measure_profile(reg, "prof-small", "1", ProfileOptions(batch_sizes=(1, 4), **QUICK),  # type: ignore[arg-type]
-                        cache_dir=tmp_path / "cache")
+    done, answer = _measure(reg, "prof-small", "1", tmp_path / "cache",
+                            **{**QUICK, "edge_requests": 5})
+    assert done.returncode == 0, done.stderr
+    assert Profile.from_json(answer["profile"]).sizes == (1, 2, 3)
+    done, _ = _measure(reg, "prof-small", "1", tmp_path / "cache", batch_sizes=[1, 4], **QUICK)
+    assert done.returncode == 2
+    assert "above this task's limit of 3" in done.stderr.splitlines()[-1]
 
 
 def test_an_unknown_version_is_refused_before_anything_loads(tmp_path: Path) -> None:

@@ -1,7 +1,8 @@
 """``modelctl profile`` as users run it, through the CLI's real main(): a fixed-latency
-version of a throwaway registry is measured (the real handler in process, a real
-predictor process for the edge), stored next to the version and printed; each bad
-input exits 2 with one line."""
+version of a throwaway registry is measured (the real handler, a real predictor process
+for the edge), stored next to the version and printed; each bad input exits 2 with one
+line. The commands that measure run as their own process: building the model imports
+KServe, whose gRPC protos clash with tritonclient's in one process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from capacity import Profile, report_name
 from registry import Registry
-from tests.support.cli import run_cli
+from tests.support.cli import run_cli, run_cli_process
 from tests.support.manifests import ROOT, load_all
 
 QUICK = ("--batch-sizes", "1,2", "--runs", "10", "--min-seconds", "0", "--warmup", "1",
@@ -30,11 +31,10 @@ def registry(tmp_path: Path) -> Path:
 
 
 def test_json_prints_the_profile_and_stores_it_with_the_version(
-        registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run_cli(monkeypatch, capsys, "profile", "prof-cli@stable", *QUICK,
-                             "--registry", str(registry), "--cache-dir", str(tmp_path / "c"),
-                             "--json")
+        registry: Path, tmp_path: Path) -> None:
+    code, out, err = run_cli_process("profile", "prof-cli@stable", *QUICK, "--registry",
+                                     str(registry), "--cache-dir", str(tmp_path / "c"),
+                                     "--json")
     assert code == 0, err
     assert err == ""  # no progress lines with --json
     printed = json.loads(out)
@@ -49,13 +49,12 @@ def test_json_prints_the_profile_and_stores_it_with_the_version(
 
 
 def test_the_table_names_each_size_and_where_it_was_stored(
-        registry: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
+        registry: Path, tmp_path: Path) -> None:
     inputs = tmp_path / "in.jsonl"
     inputs.write_text('"hello"\n{"any": ["json", 1]}\n')
-    code, out, err = run_cli(monkeypatch, capsys, "profile", "prof-cli", *QUICK, "--inputs",
-                             str(inputs), "--registry", str(registry), "--cache-dir",
-                             str(tmp_path / "c"), "--no-store")
+    code, out, err = run_cli_process("profile", "prof-cli", *QUICK, "--inputs", str(inputs),
+                                     "--registry", str(registry), "--cache-dir",
+                                     str(tmp_path / "c"), "--no-store")
     assert code == 0, err
     progress = [line for line in err.splitlines() if line.startswith("profile: batch")]
     assert len(progress) == 2

@@ -58,6 +58,7 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
         [
             "ClusterServingRuntime",
             "Job",
+            "Job",  # templates/profile-job.yaml
             "Namespace",
             "PodMonitor",
             "PrometheusRule",

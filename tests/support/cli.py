@@ -1,8 +1,12 @@
-"""Run the ``modelctl`` CLI in the test's own process, through its real main()."""
+"""Run the ``modelctl`` CLI in the test's own process, through its real main(), or in a
+child process where the command imports KServe (whose gRPC protos clash with
+tritonclient's in one process)."""
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -21,3 +25,11 @@ def run_cli(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
         code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
     out = capsys.readouterr()
     return code, out.out, out.err
+
+
+def run_cli_process(*args: str, timeout_s: float = 300.0) -> tuple[int, str, str]:
+    """``modelctl ARGS`` as its own process (``python -m cli``): (code, out, err)."""
+    done = subprocess.run([sys.executable, "-m", "cli", *args], capture_output=True,
+                          text=True, timeout=timeout_s, cwd=Path(__file__).parents[2],
+                          check=False)
+    return done.returncode, done.stdout, done.stderr
