@@ -11,11 +11,12 @@ import re
 import signal
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from tests.support import wait_for
 from tests.support.predictor import RunningPredictor, push_fixed_latency
@@ -50,12 +51,26 @@ def _in_thread(coro: Any) -> tuple[threading.Thread, list[Any]]:
     return thread, box
 
 
+@pytest.fixture
+def own_pairs() -> Iterator[list[RunningPredictor]]:
+    """The test's frontends and workers, stopped by PID when it ends. Requested after the
+    Redis fixture, so they stop while their Redis still runs: a worker whose Redis is
+    gone spends its drain timeout retrying it, and the session's stop SIGKILLs it."""
+    started: list[RunningPredictor] = []
+    yield started
+    for predictor in started:  # all drain at once, then each is waited for
+        predictor.proc.signal(signal.SIGTERM)
+    for predictor in started:
+        predictor.proc.stop()
+
+
 def _pair(start: Callable[..., RunningPredictor], name: str, url: str,
-          ) -> tuple[RunningPredictor, RunningPredictor]:
+          own: list[RunningPredictor]) -> tuple[RunningPredictor, RunningPredictor]:
     common = ("--queue_url", url, "--request_timeout_ms", str(TIMEOUT_MS),
               "--queue_claim_timeout_ms", "1000")
     worker = start(name, "latest", *common, "--queue_role", "worker", "--max_batch_wait_ms", "5")
     frontend = start(name, "latest", *common, "--queue_role", "frontend")
+    own += [frontend, worker]
     return frontend, worker
 
 
@@ -75,10 +90,10 @@ def _version(predictor: RunningPredictor) -> int:
 
 def test_a_sentinel_failover_under_load_answers_every_request_once(
         start_predictor: Callable[..., RunningPredictor], registry_dir: Path,
-        redis_sentinel: SentinelSet) -> None:
+        redis_sentinel: SentinelSet, own_pairs: list[RunningPredictor]) -> None:
     name = "queue-ha-sentinel"
     push_fixed_latency(registry_dir, name, latency_ms=10, max_batch_size=32)
-    frontend, worker = _pair(start_predictor, name, redis_sentinel.url)
+    frontend, worker = _pair(start_predictor, name, redis_sentinel.url, own_pairs)
     old_master = redis_sentinel.master_port()
     tags = [f"fo-{i}" for i in range(800)]
     thread, box = _in_thread(_send(frontend.url, name, tags, spacing_s=0.01))  # 100 req/s
@@ -120,12 +135,13 @@ def test_a_sentinel_failover_under_load_answers_every_request_once(
 
 def test_a_cluster_serves_two_models_each_on_its_own_shard(
         start_predictor: Callable[..., RunningPredictor], registry_dir: Path,
-        redis_cluster: RedisCluster) -> None:
+        redis_cluster: RedisCluster, own_pairs: list[RunningPredictor]) -> None:
     # Names whose hash tags {name:1} fall in different thirds of the 16384 slots.
     names = ("ha-cluster-a", "ha-cluster-b")
     for name in names:
         push_fixed_latency(registry_dir, name, latency_ms=10, max_batch_size=32)
-    pairs = {name: _pair(start_predictor, name, redis_cluster.url) for name in names}
+    pairs = {name: _pair(start_predictor, name, redis_cluster.url, own_pairs)
+             for name in names}
     tags = {name: f"{{{name}:{_version(pairs[name][0])}}}" for name in names}
     owners = {name: redis_cluster.owner(redis_cluster.keyslot(tags[name])) for name in names}
     assert owners[names[0]] != owners[names[1]], f"choose other names: {owners}"
