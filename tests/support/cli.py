@@ -1,6 +1,7 @@
 """Run the ``modelctl`` CLI in the test's own process, through its real main(), or in a
 child process where the command imports KServe (whose gRPC protos clash with
-tritonclient's in one process)."""
+tritonclient's in one process). Nothing here stands in for another system: both run
+our own entry point (source: cli/_app.py ``main``, cli/__main__.py)."""
 
 from __future__ import annotations
 
