@@ -43,15 +43,20 @@ class Server:
 
     def batch_totals(self) -> tuple[float, float]:
         """(sum of batch sizes, number of batches) from /metrics."""
+        items, batches, _ = self.batch_sums()
+        return items, batches
+
+    def batch_sums(self) -> tuple[float, float, float]:
+        """(sum of batch sizes, number of batches, device seconds) from /metrics."""
         text = httpx.get(f"{self.url}/metrics", timeout=10).text
-        total = count = 0.0
+        found = {"batch_size_sum": 0.0, "batch_size_count": 0.0,
+                 "batch_duration_seconds_sum": 0.0}
         for line in text.splitlines():
-            if m := re.match(r"modelctl_batch_size_(sum|count)\{.*\} (\S+)$", line):
-                if m.group(1) == "sum":
-                    total = float(m.group(2))
-                else:
-                    count = float(m.group(2))
-        return total, count
+            if m := re.match(r"modelctl_(batch_size_sum|batch_size_count|"
+                             r"batch_duration_seconds_sum)\{.*\} (\S+)$", line):
+                found[m.group(1)] = float(m.group(2))
+        return (found["batch_size_sum"], found["batch_size_count"],
+                found["batch_duration_seconds_sum"])
 
 
 def push_fixed_latency(registry: Path, latency_ms: float, max_batch_size: int) -> None:

@@ -28,7 +28,6 @@ import argparse
 import dataclasses
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -39,8 +38,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-
-import httpx
 
 from bench._capacity_report import markdown, plot
 from bench._results import run_context, write_results
@@ -158,20 +155,8 @@ def _serve(registry: Path, workload: Workload,
 
 def _batch_sums(servers: list[Server]) -> tuple[float, float, float]:
     """(items, batches, device seconds) the batching servers have run so far (/metrics)."""
-    items = batches = seconds = 0.0
-    for server in servers:
-        text = httpx.get(f"{server.url}/metrics", timeout=10).text
-        for line in text.splitlines():
-            if m := re.match(r"modelctl_(batch_size|batch_duration_seconds)_(sum|count)"
-                             r"\{.*\} (\S+)$", line):
-                value = float(m.group(3))
-                if m.group(1) == "batch_size" and m.group(2) == "sum":
-                    items += value
-                elif m.group(1) == "batch_size":
-                    batches += value
-                elif m.group(2) == "sum":
-                    seconds += value
-    return items, batches, seconds
+    sums = [server.batch_sums() for server in servers]
+    return (sum(x[0] for x in sums), sum(x[1] for x in sums), sum(x[2] for x in sums))
 
 
 def _batches_under_load(before: tuple[float, float, float], after: tuple[float, float, float],

@@ -163,8 +163,7 @@ def search_knobs(profile: Profile, request: PlanRequest) -> _Choice:
     """The (max_batch_size, max_batch_wait_ms) with the highest one-replica capacity."""
     slack = request.slo_p99_ms - profile.floor_ms
     waits = [w for w in WAIT_GRID_MS if w <= slack / 2.0] or [0.0]
-    cpu_limit = (request.cpus * 1000.0 / profile.edge_cpu_ms if profile.edge_cpu_ms > 0
-                 else math.inf)
+    cpu_limit = profile.cpu_limit_rps(request.cpus)
     best: _Choice | None = None
     for size in profile.sizes:
         if profile.batch_ms(size, 0.99) + profile.edge_ms > request.slo_p99_ms:

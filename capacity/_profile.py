@@ -135,6 +135,11 @@ class Profile:
         t_lo, t_hi = quantile(lo.samples_ms, q), quantile(hi.samples_ms, q)
         return t_lo + (t_hi - t_lo) * (size - lo.size) / (hi.size - lo.size)
 
+    def cpu_limit_rps(self, cpus: float) -> float:
+        """The most requests a second ``cpus`` cores can carry through the HTTP edge
+        (``inf`` when the edge's CPU was not measured)."""
+        return cpus * 1000.0 / self.edge_cpu_ms if self.edge_cpu_ms > 0 else math.inf
+
     def cpu_slowdown(self, rate_rps: float) -> float:
         """How much longer a batch takes on a CPU device when one replica serves
         ``rate_rps``. The HTTP edge needs ``rate x edge_cpu_ms`` of CPU a second; what of
