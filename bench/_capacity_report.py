@@ -49,7 +49,8 @@ def markdown(context: dict[str, Any], results: Sequence[dict[str, Any]]) -> str:
             f"CPU; profiled in {r['profile_s']:.0f} s. " + _under_load(r["at_peak"])
             + "Capacity steps: " + ", ".join(
                 f"{s['rate']:.0f} ({_ms(s['p99_ms'])} ms, {s['success_ratio']:.2%}, "
-                f"{'meets' if s['meets'] else 'misses'})" for s in r["capacity_steps"]) + ".")
+                + (f"host CPU {s['host_cpu_busy']:.0%}, " if "host_cpu_busy" in s else "")
+                + f"{'meets' if s['meets'] else 'misses'})" for s in r["capacity_steps"]) + ".")
         lines.append("")
     return "\n".join(lines)
 

@@ -39,6 +39,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import psutil
+
 from bench._capacity_report import markdown, plot
 from bench._results import run_context, write_results
 from bench._servers import Server, predictors, push_fixed_latency, redis_server
@@ -132,6 +134,8 @@ def _flags(knobs: Any) -> list[str]:
              "--request_timeout_ms", f"{knobs.request_timeout_ms:g}"]
     if knobs.queue_claim_timeout_ms is not None:
         flags += ["--queue_claim_timeout_ms", str(knobs.queue_claim_timeout_ms)]
+    if knobs.torch_threads is not None:
+        flags += ["--torch_threads", str(knobs.torch_threads)]
     return flags
 
 
@@ -176,12 +180,24 @@ def _batches_under_load(before: tuple[float, float, float], after: tuple[float, 
             "profile_p50_ms": round(profiled, 2), "inflation": round(mean_ms / profiled, 3)}
 
 
+def _host_busy(before: Any, after: Any) -> float:
+    """The share of the host's CPU time (all cores) that was not idle between two
+    ``psutil.cpu_times()`` readings: 1.0 means every core was busy the whole time."""
+    spent = sum(after) - sum(before)
+    idle = (after.idle + getattr(after, "iowait", 0.0)) - (
+        before.idle + getattr(before, "iowait", 0.0))
+    return 1.0 - idle / spent if spent > 0 else 0.0
+
+
 def _run(url: str, rate: float, duration_s: float, text: str, seed: int) -> dict[str, Any]:
+    cpu0 = psutil.cpu_times()
     result: LoadResult = run_open_loop(url, rate=rate, duration_s=duration_s,
                                        body={"instances": [text]}, warmup_s=WARMUP_S,
                                        arrival="poisson", seed=seed, timeout_s=5.0)
+    busy = _host_busy(cpu0, psutil.cpu_times())
     p99 = result.latency_ok.p99_s
-    return {"rate": rate, "p99_ms": None if p99 is None else p99 * 1000.0,
+    return {"rate": rate, "host_cpu_busy": round(busy, 3),
+            "p99_ms": None if p99 is None else p99 * 1000.0,
             "p50_ms": None if result.latency_ok.p50_s is None
             else result.latency_ok.p50_s * 1000.0,
             "success_ratio": result.success_ratio, "throughput_rps": result.throughput_rps,
@@ -216,8 +232,8 @@ def _capacity(measure: Callable[[float], dict[str, Any]], predicted: float,
         run["meets"] = _meets(run, slo_ms)
         steps.append(run)
         print(f"  capacity step {rate:.0f} req/s: p99 {run['p99_ms'] or float('nan'):.0f} ms, "
-              f"{run['success_ratio']:.2%} ok -> {'meets' if run['meets'] else 'misses'}",
-              flush=True)
+              f"{run['success_ratio']:.2%} ok, host CPU {run['host_cpu_busy']:.0%} busy -> "
+              f"{'meets' if run['meets'] else 'misses'}", flush=True)
         lo, hi = (rate, hi) if run["meets"] else (lo, rate)
     return lo, steps
 

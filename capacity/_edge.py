@@ -120,7 +120,8 @@ def _predictor(model: str, model_dir: Path, options: ProfileOptions
     argv = [sys.executable, "-m", "predictor", "--model_name", model,
             "--model_dir", str(model_dir), "--http_host", "127.0.0.1",
             "--http_port", str(port), "--grpc_port", str(free_port()),
-            "--device", options.device, "--max_batch_size", "1"]
+            "--device", options.device, "--max_batch_size", "1",
+            *(["--torch_threads", str(options.torch_threads)] if options.torch_threads else [])]
     with tempfile.TemporaryFile(prefix="modelctl-profile-") as log:
         started = time.monotonic()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=_server_env(),

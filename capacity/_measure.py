@@ -12,12 +12,15 @@ pool while the previous batch runs. Warm-up, run counts and their reasons are in
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import gc
+import math
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -86,7 +89,10 @@ def measure_profile(reg: Registry, model: str, ref: str | int, options: ProfileO
     check_device(options.device)
     version = reg.resolve(model, ref)
     model_dir = fetch_version(reg, model, version, cache_root(cache_dir), progress)
-    series, device_name = measure_batches(model, model_dir, options, progress)
+    options = dataclasses.replace(options, torch_threads=options.threads_for(usable_cpus()))
+    with _torch_threads(options.torch_threads):
+        series, device_name = measure_batches(model, model_dir, options, progress)
+        facts = host_facts()
     gc.collect()  # the in-process model is gone before the server loads its own copy
     if options.device == "cuda":
         import torch
@@ -101,12 +107,27 @@ def measure_profile(reg: Registry, model: str, ref: str | int, options: ProfileO
                    batches=series.batches, edge_ms=edge.edge_ms, edge_cpu_ms=edge.edge_cpu_ms,
                    load_s=edge.load_s, device_name=device_name,
                    measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
-                   host={**host_facts(), "edge_requests": edge.requests,
+                   host={**facts, "edge_requests": edge.requests,
                          "edge_request_p50_ms": round(edge.request_p50_ms, 4),
                          "edge_request_cpu_ms": round(edge.request_cpu_ms, 4),
                          "t1_median_ms": round(series.t1_median_ms, 4),
                          "model_cpu_per_item_ms": round(series.model_cpu_per_item_ms, 4),
                          "server_model_cpu_ms": round(edge.model_cpu_ms, 4)})
+
+
+@contextlib.contextmanager
+def _torch_threads(threads: int) -> Iterator[None]:
+    """Torch's intra-op threads set to ``threads`` (0: left as they are) for the block;
+    the predictor measured for the edge gets the same ``--torch_threads``."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def measure_batches(model: str, model_dir: Path, options: ProfileOptions,
@@ -242,12 +263,36 @@ def _device_name(device: str) -> str:
     return platform.processor() or platform.machine()
 
 
+def cgroup_cpu_limit(cpu_max: str) -> float | None:
+    """The CPUs a cgroup v2 ``cpu.max`` allows (``"$MAX $PERIOD"``, ``max`` for none:
+    the kernel's Documentation/admin-guide/cgroup-v2.rst), or None when unlimited."""
+    parts = cpu_max.split()
+    if len(parts) != 2 or parts[0] == "max":
+        return None
+    try:
+        quota, period = int(parts[0]), int(parts[1])
+    except ValueError:
+        return None
+    return quota / period if quota > 0 and period > 0 else None
+
+
+def usable_cpus() -> int:
+    """The cores this process may run on: its affinity, capped by its cgroup's CPU limit
+    (a pod's ``resources.limits.cpu`` arrives as ``cpu.max``, rounded up), at least 1."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    cores = cores or os.cpu_count() or 1
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        limit = cgroup_cpu_limit(Path("/sys/fs/cgroup/cpu.max").read_text())
+        if limit is not None:
+            cores = min(cores, max(1, math.ceil(limit)))
+    return cores
+
+
 def host_facts() -> dict[str, Any]:
     """What the numbers depend on besides the model: cores, torch's threads, versions."""
     import torch
 
-    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
-    return {"cpu_count": os.cpu_count(), "cpus_usable": usable,
+    return {"cpu_count": os.cpu_count(), "cpus_usable": usable_cpus(),
             "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
             "python": platform.python_version(), "platform": platform.platform(),
             "executable": Path(sys.executable).name}

@@ -9,6 +9,16 @@ lazy kernels), then is timed until it has at least ``runs`` samples *and* at lea
 100 runs and 2 s, put at least one sample above p99 and, for a fast model, hundreds
 of samples (tens above p99): enough that p99 is an order statistic, not a guess;
 ``max_runs`` keeps a sub-millisecond model's profile small.
+
+Torch's threads: t(b) on a CPU depends on how many threads one forward pass uses, and
+so does what is left for the HTTP edge, so the profile is measured at one thread count
+and the plan deploys that count (``--torch_threads``). ``torch_threads`` 0 picks it:
+on a CPU device every usable core but one (at least one), so the edge's event loop
+and tokenising keep a core to themselves. Served with all cores, MiniLM on two cores
+ran in two steady states at the same rate (small batches that keep up, and large
+ones whose next batch's tokenising stalls torch's OpenMP team); with one core left
+to the edge its batches under load took what the profile measured (x0.94,
+docs/BENCHMARKS.md "Capacity plans"). On a GPU 0 keeps torch's own choice.
 """
 
 from __future__ import annotations
@@ -58,6 +68,7 @@ class ProfileOptions:
     edge_requests: int = DEFAULT_EDGE_REQUESTS
     edge_warmup_requests: int = 20
     load_timeout_s: float = 600.0
+    torch_threads: int = 0  # 0: cores - 1 on a CPU device, torch's choice on a GPU
 
     def __post_init__(self) -> None:
         if self.device not in DEVICE_KINDS:
@@ -75,6 +86,9 @@ class ProfileOptions:
                                    f"got {getattr(self, name)}")
         if self.max_runs < self.runs:
             raise ProfileError(f"max_runs ({self.max_runs}) must be >= runs ({self.runs})")
+        if self.torch_threads < 0:
+            raise ProfileError(f"--torch-threads must be >= 0 (0: pick), "
+                               f"got {self.torch_threads}")
         if self.warmup_runs < 0 or self.edge_warmup_requests < 0:
             raise ProfileError("warm-up counts must be >= 0")
         for name in ("min_seconds", "load_timeout_s"):
@@ -82,6 +96,12 @@ class ProfileOptions:
             if not (math.isfinite(value) and value >= 0):
                 raise ProfileError(f"--{name.replace('_', '-')} must be a finite number >= 0, "
                                    f"got {value!r}")
+
+    def threads_for(self, usable_cpus: int) -> int:
+        """The torch threads to measure and serve with; 0 leaves torch's own choice."""
+        if self.torch_threads:
+            return self.torch_threads
+        return max(1, usable_cpus - 1) if self.device == "cpu" else 0
 
     def sizes_for(self, task_limit: int | None) -> tuple[int, ...]:
         """The sizes to measure for a handler whose batch limit is ``task_limit``."""

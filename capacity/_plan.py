@@ -23,6 +23,7 @@ plan. The method, in order (docs/CAPACITY.md, "The plan"):
    2 x max_batch_size: so it is ``max replicas x (that + 2 x max_batch_size)``, a bound
    the largest fleet can finish, the frontends' deadline admission doing the rest; and
    the claim timeout (``claim_timeout_ms``) sits between a healthy worker's hold and the SLO.
+   On a CPU device ``torch_threads`` is the profile's (``profiled_threads``).
 4. Replicas: ``ceil(rate / (utilisation x capacity))`` at peak and at mean; ``spare`` on
    top; the cold-start headroom carries a burst for the autoscaler's reaction plus the
    version's load time, when no new replica can be ready: ``ceil(factor x peak / (u x
@@ -143,7 +144,8 @@ def plan(profile: Profile, request: PlanRequest) -> PlanFile:
                   request_timeout_ms=slo,
                   queue_claim_timeout_ms=(claim_timeout_ms(profile, choice.max_batch_size,
                                                            choice.max_batch_wait_ms, slo)
-                                          if request.mode == "queue" else None))
+                                          if request.mode == "queue" else None),
+                  torch_threads=profiled_threads(profile))
     config = _config(knobs)
     mean = _predict(profile, config, request, request.mean, replicas.for_mean, 1)
     peak = _predict(profile, config, request, request.peak_rps, replicas.for_peak, 2)
@@ -157,6 +159,13 @@ def plan(profile: Profile, request: PlanRequest) -> PlanFile:
         mean=_prediction(request.mean, mean), peak=_prediction(request.peak_rps, peak),
         load_s=profile.load_s, reaction_s=request.reaction,
         burst_factor=burst.factor if burst else 1.0, burst_s=burst.duration_s if burst else 0.0)
+
+
+def profiled_threads(profile: Profile) -> int | None:
+    """The torch threads a CPU profile's t(b) was measured with: the plan serves with
+    them, or its batch times would not be the profile's (None on a GPU)."""
+    threads = profile.host.get("torch_threads")
+    return int(threads) if profile.device == "cpu" and threads else None
 
 
 def search_knobs(profile: Profile, request: PlanRequest) -> _Choice:

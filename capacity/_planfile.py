@@ -22,13 +22,16 @@ MODES: tuple[Mode, ...] = ("in-process", "queue")
 @dataclass(frozen=True)
 class Knobs:
     """The predictor's batching flags (``--max_batch_size`` …); in queue mode also
-    ``--queue_claim_timeout_ms``, which must sit below the request timeout."""
+    ``--queue_claim_timeout_ms``, which must sit below the request timeout; on a CPU
+    device ``--torch_threads``, the threads the profile's t(b) was measured with
+    (None: the profile did not set them, or the device is a GPU)."""
 
     max_batch_size: int
     max_batch_wait_ms: float
     max_queue_size: int
     request_timeout_ms: float
     queue_claim_timeout_ms: int | None = None
+    torch_threads: int | None = None
 
 
 @dataclass(frozen=True)

@@ -50,4 +50,5 @@ def load_plan(path: Path, model: str, version: int) -> PlanValues:
         lag_per_worker=targets.lag_per_worker,
         activation_lag=targets.activation_lag,
         queue_claim_timeout_ms=knobs.queue_claim_timeout_ms,
+        torch_threads=knobs.torch_threads,
     )

@@ -98,7 +98,9 @@ def _render(console: Console, p: PlanFile) -> None:
                   f"{k.max_batch_wait_ms:g} --max_queue_size {k.max_queue_size} "
                   f"--request_timeout_ms {k.request_timeout_ms:g}"
                   + (f" --queue_claim_timeout_ms {k.queue_claim_timeout_ms}"
-                     if k.queue_claim_timeout_ms is not None else ""))
+                     if k.queue_claim_timeout_ms is not None else "")
+                  + (f" --torch_threads {k.torch_threads}" if k.torch_threads is not None
+                     else ""))
     console.print(f"capacity: {p.capacity_rps:g} req/s per replica at the SLO, planned at "
                   f"{p.utilisation:.0%} ({p.capacity_rps * p.utilisation:.0f} req/s)")
     burst = (f"a {p.burst_factor:g}x burst for {p.reaction_s:g} s reaction + "

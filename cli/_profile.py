@@ -40,6 +40,10 @@ def profile(
         help="Sequential single-instance requests timed against the real predictor.")] = 200,
     load_timeout_s: Annotated[float, typer.Option(
         help="How long the predictor may take to load and become ready.")] = 600.0,
+    torch_threads: Annotated[int, typer.Option(
+        help="Torch threads per forward pass to measure with; a plan from this profile "
+        "serves with the same --torch_threads. 0: every usable core but one on cpu (the "
+        "HTTP edge keeps one), torch's choice on cuda.")] = 0,
     no_store: Annotated[bool, typer.Option(
         "--no-store", help="Only print the profile; do not store it with the version.")]
     = False,
@@ -57,7 +61,9 @@ def profile(
     Host RSS (and peak GPU memory with --device cuda) is read after each
     size. Then the real predictor is started on the version
     (--max_batch_size 1) to time its load and its HTTP edge: the latency
-    and the server CPU a request costs besides its batch.
+    and the server CPU a request costs besides its batch. Both run at
+    --torch-threads (on cpu, by default, one core is left to the edge), and
+    a plan made from the profile deploys that thread count.
 
     The profile is stored in the registry next to the version, as the
     report profile-cpu or profile-cuda, for `modelctl plan`; --json prints
@@ -91,7 +97,7 @@ def profile(
         device=device, batch_sizes=parse_batch_sizes(batch_sizes) if batch_sizes else (),
         inputs=read_inputs(inputs) if inputs is not None else DEFAULT_INPUTS,
         runs=runs, min_seconds=min_seconds, warmup_runs=warmup, edge_requests=edge_requests,
-        load_timeout_s=load_timeout_s)
+        load_timeout_s=load_timeout_s, torch_threads=torch_threads)
     reg = Registry.open(registry)
     reg.resolve(name, version_ref)  # an unknown model or ref fails before anything loads
 
@@ -127,6 +133,7 @@ def _render(console: Console, measured: Profile, where: str | None) -> None:
                   "requests, the batch aside)")
     console.print(f"load: {measured.load_s:.2f} s from process start to ready; "
                   f"floor p99 {measured.floor_ms:.2f} ms")
-    console.print(f"host: {host.get('cpu_count')} CPUs, torch threads "
+    console.print(f"host: {host.get('cpus_usable') or host.get('cpu_count')} usable CPUs, "
+                  "torch threads "
                   f"{host.get('torch_threads')}")
     console.print(f"stored: {where}" if where else "not stored (--no-store)")

@@ -47,11 +47,12 @@ DEFAULT_CLAIM_TIMEOUT_MS = 5000.0
 # max_queue_size below max_batch_size, so it gets that too. The worker batches
 # (max_batch_size, max_batch_wait_ms: its BatchingModel's batcher); its own queue is
 # bounded by its prefetch (2 x max_batch_size, _worker.py), so the stream's
-# max_queue_size stays off it.
+# max_queue_size stays off it. torch_threads goes where the model runs (a CPU plan's:
+# the threads its profile was measured with), never to a frontend, which loads none.
 IN_PROCESS_FLAGS = ("max_batch_size", "max_batch_wait_ms", "max_queue_size",
-                    "request_timeout_ms")
+                    "request_timeout_ms", "torch_threads")
 FRONTEND_FLAGS = ("max_batch_size", "max_queue_size", "request_timeout_ms")
-WORKER_FLAGS = ("max_batch_size", "max_batch_wait_ms", "request_timeout_ms")
+WORKER_FLAGS = ("max_batch_size", "max_batch_wait_ms", "request_timeout_ms", "torch_threads")
 
 
 @dataclass(frozen=True)
@@ -75,16 +76,18 @@ class PlanValues:
     lag_per_worker: int | None = None
     activation_lag: int | None = None
     queue_claim_timeout_ms: int | None = None  # queue mode: both roles get it
+    torch_threads: int | None = None  # a CPU plan: where the model runs
 
     def __post_init__(self) -> None:
         if self.mode not in (IN_PROCESS, QUEUE):
             raise DeployError(f"unknown plan mode {self.mode!r}: use {IN_PROCESS} or {QUEUE}")
 
     def flags(self, names: Sequence[str]) -> dict[str, str]:
-        """``{flag: value}`` for the predictor flags ``names``, as argparse reads them."""
-        chosen = [*names, *(["queue_claim_timeout_ms"] if self.queue_claim_timeout_ms
-                            is not None and self.mode == QUEUE else [])]
-        return {name: _number(getattr(self, name)) for name in chosen}
+        """``{flag: value}`` for the predictor flags ``names`` the plan sets (None: not
+        set), as argparse reads them."""
+        chosen = [*names, *(["queue_claim_timeout_ms"] if self.mode == QUEUE else [])]
+        return {name: _number(getattr(self, name)) for name in chosen
+                if getattr(self, name) is not None}
 
 
 def overlay_mode(docs: Sequence[Mapping[str, Any]]) -> str:

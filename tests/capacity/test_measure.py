@@ -27,6 +27,7 @@ from capacity import (
     parse_batch_sizes,
     read_inputs,
 )
+from capacity._measure import cgroup_cpu_limit
 from registry import NotFound, Registry
 
 LATENCY_MS = 10.0
@@ -167,7 +168,7 @@ def test_inputs_are_json_lines(tmp_path: Path) -> None:
 @pytest.mark.parametrize("changes", [
     {"device": "tpu"}, {"batch_sizes": (0, 1)}, {"batch_sizes": (4, 2)}, {"runs": 0},
     {"runs": 50, "max_runs": 10}, {"min_seconds": -1.0}, {"min_seconds": math.inf},
-    {"inputs": ()}, {"warmup_runs": -1},
+    {"inputs": ()}, {"warmup_runs": -1}, {"torch_threads": -1},
 ])
 def test_options_are_checked(changes: dict[str, object]) -> None:
     with pytest.raises(ProfileError):
@@ -177,3 +178,19 @@ def test_options_are_checked(changes: dict[str, object]) -> None:
 def test_the_default_inputs_hold_short_and_longer_texts() -> None:
     lengths = sorted(len(text) for text in DEFAULT_INPUTS)
     assert lengths[0] < 30 and lengths[-1] > 150
+
+
+def test_the_threads_leave_the_edge_a_core_on_cpu_unless_told() -> None:
+    assert ProfileOptions().threads_for(8) == 7
+    assert ProfileOptions().threads_for(1) == 1
+    assert ProfileOptions(torch_threads=4).threads_for(8) == 4
+    assert ProfileOptions(device="cuda").threads_for(8) == 0  # torch's own choice
+
+
+@pytest.mark.parametrize(("cpu_max", "cpus"), [
+    ("max 100000", None), ("200000 100000", 2.0), ("150000 100000", 1.5),
+    ("", None), ("-1 100000", None), ("x y", None),
+])
+def test_a_cgroup_cpu_limit_is_read_as_the_kernel_writes_it(cpu_max: str,
+                                                             cpus: float | None) -> None:
+    assert cgroup_cpu_limit(cpu_max) == cpus

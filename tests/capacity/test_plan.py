@@ -113,3 +113,13 @@ def test_a_cpu_device_shared_with_the_edge_stretches_batches_by_the_share_it_tak
     on_cpu = plan(busy, PlanRequest(80.0, 300.0, **FAST)).capacity_rps
     on_gpu = plan(_on("cuda"), PlanRequest(80.0, 300.0, **FAST)).capacity_rps
     assert on_cpu < 0.9 * on_gpu
+
+
+def test_a_cpu_plan_serves_with_the_threads_its_profile_was_measured_with() -> None:
+    assert plan(_on("cpu", torch_threads=3), PlanRequest(80.0, 300.0, **FAST)
+                ).knobs.torch_threads == 3
+    assert plan(_on("cuda", torch_threads=3), PlanRequest(80.0, 300.0, **FAST)
+                ).knobs.torch_threads is None
+    old = plan(_on("cpu", torch_threads=3), PlanRequest(80.0, 300.0, **FAST)).to_json()
+    del old["knobs"]["torch_threads"]  # a plan file written before the field existed
+    assert PlanFile.from_json(old).knobs.torch_threads is None

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -114,3 +115,17 @@ def test_queue_without_a_scaler_for_the_workers_is_refused() -> None:
     docs = queue_docs()[:2]
     with pytest.raises(DeployError, match="no KEDA ScaledObject scales Deployment m-worker"):
         apply_plan(docs, QUEUE, "mine")
+
+
+def test_torch_threads_go_where_the_model_runs_and_nowhere_else() -> None:
+    docs = queue_docs()
+    apply_plan(docs, dataclasses.replace(QUEUE, torch_threads=3), "mine")
+    assert "--torch_threads=3" in docs[1]["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert not any("torch_threads" in str(arg)
+                   for arg in docs[0]["spec"]["predictor"]["model"]["args"])
+    doc = isvc({"serving.kserve.io/deploymentMode": "Knative"}, ["--torch_threads=8"])
+    apply_plan([doc], dataclasses.replace(IN_PROCESS, torch_threads=1), "mine")
+    assert doc["spec"]["predictor"]["model"]["args"][0] == "--torch_threads=1"
+    untouched = isvc({"serving.kserve.io/deploymentMode": "Knative"}, ["--torch_threads=8"])
+    apply_plan([untouched], IN_PROCESS, "mine")  # a GPU plan sets none: the overlay's stays
+    assert "--torch_threads=8" in untouched["spec"]["predictor"]["model"]["args"]
