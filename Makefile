@@ -12,7 +12,7 @@ STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py r
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
 	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py \
 	capacity/_profile.py capacity/_planfile.py capacity/_sim.py capacity/_plan.py \
-	capacity/_arrivals.py capacity/_units.py
+	capacity/_arrivals.py capacity/_units.py predictor/_requestlog.py
 
 .PHONY: setup setup-python setup-system demo run test lint typecheck pytest bench clean
 

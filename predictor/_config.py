@@ -46,6 +46,9 @@ class ServerConfig:
     fast_path: bool = True
     gil_switch_interval_ms: float = 1.0
     torch_threads: int = 0
+    request_log_sample: float = 0.0
+    slow_request_ms: float = 1000.0
+    request_log_max_per_s: float = 20.0
     shadow_url: str = ""
     shadow_sample_rate: float = 1.0
     shadow_timeout_ms: float = 10000.0
@@ -93,6 +96,14 @@ class ServerConfig:
             problems.append(f"--request_timeout_ms must be > 0, got {self.request_timeout_ms}")
         if self.drain_timeout_s <= 0:
             problems.append(f"--drain_timeout_s must be > 0, got {self.drain_timeout_s}")
+        if not 0.0 <= self.request_log_sample <= 1.0:
+            problems.append(f"--request_log_sample must be in [0, 1], got "
+                            f"{self.request_log_sample}")
+        if self.slow_request_ms < 0:
+            problems.append(f"--slow_request_ms must be >= 0, got {self.slow_request_ms}")
+        if self.request_log_max_per_s <= 0:
+            problems.append(f"--request_log_max_per_s must be > 0, got "
+                            f"{self.request_log_max_per_s}")
         if not 0.0 <= self.inject_error_rate <= 1.0:
             problems.append(f"--inject_error_rate must be in [0, 1], got {self.inject_error_rate}")
         if self.max_queue_size < self.max_batch_size:
@@ -131,8 +142,14 @@ _HELP: dict[str, str] = {
     "the event loop through it.",
     "torch_threads": "Threads torch uses inside one forward pass; 0 keeps torch's choice (one "
     "per core). Fewer leave cores to the HTTP loop when it shares a small machine.",
-    "fast_path": "Answer this model's V1 predict requests with KServe's endpoint code run "
-    "straight from ASGI, skipping FastAPI's routing (same answers, about half the CPU).",
+    "request_log_sample": "Share of requests (0-1, chosen by request ID) that get an INFO log "
+    "line; 0 (the default) logs only errors and slow requests, 1 logs every request.",
+    "slow_request_ms": "A request slower than this gets a WARNING log line; 0: none do.",
+    "request_log_max_per_s": "Most error and slow-request log lines a second; beyond it they "
+    "are counted and left out (Prometheus still counts every request).",
+    "fast_path": "Answer this model's V1 predict and V2 infer requests with KServe's "
+    "endpoint code run straight from ASGI, skipping FastAPI's routing and validation layers "
+    "(same answers, less CPU).",
     "shadow_url": "Mirror sampled requests, after answering them, to this base URL "
     "(http://host:port; the request's path is kept). Empty: no mirroring.",
     "shadow_sample_rate": "Fraction of requests mirrored to --shadow_url (0-1, by request ID).",

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import logging
 import re
 import time
 import uuid
@@ -26,8 +25,7 @@ from predictor._errors import BadInput, BodyTooLarge, BodyTooSlow, PredictorErro
 
 if TYPE_CHECKING:
     from predictor._metrics import PredictorMetrics
-
-logger = logging.getLogger("predictor")
+    from predictor._requestlog import RequestLog
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -124,14 +122,16 @@ class _Bound:
 
 
 class PredictorMiddleware:
-    """Request IDs, the body size limit and deadline, and predict-route metrics."""
+    """Request IDs, the body size limit and deadline, predict-route metrics and the
+    request log (``_requestlog``)."""
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, body_timeout_s: float,
-                 metrics: PredictorMetrics,
+                 metrics: PredictorMetrics, request_log: RequestLog,
                  metrics_for: Callable[[str], PredictorMetrics | None] | None = None) -> None:
         """``metrics_for``: a multi-model predictor's series of the model a path names
         (None, or no such model: ``metrics``)."""
         self.app = app
+        self.request_log = request_log
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
         self.metrics = metrics
@@ -188,13 +188,13 @@ class PredictorMiddleware:
                 receive = _replay_body(body, receive)
             await self.app(scope, receive, send_with_id)
         finally:
+            seconds = time.monotonic() - started
             if series is not None:
                 series.inflight.dec()
                 series.count(status[0])
-                series.duration.observe(time.monotonic() - started)
-                if status[0] >= 400:
-                    logger.info("request %s %s -> %d", request_id, scope.get("path"), status[0])
-
+                series.duration.observe(seconds)
+            self.request_log.record(request_id, scope.get("method", ""), scope["path"],
+                                    status[0], seconds)
 
     async def _read_body(self, scope: Scope, receive: Receive) -> bytes:
         """The whole body; BadInput when it is malformed, too large or too slow."""

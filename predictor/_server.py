@@ -24,7 +24,7 @@ from predictor._artifact import open_artifact
 from predictor._build import build_model
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError, TLSMisconfigured
-from predictor._fastpath import V1FastPath
+from predictor._fastpath import FastPath
 from predictor._head import MAX_HEAD_BYTES, head_limited_protocol
 from predictor._http import (
     PredictorMiddleware,
@@ -33,6 +33,7 @@ from predictor._http import (
 )
 from predictor._model import BatchingModel
 from predictor._repository import repository_classes
+from predictor._requestlog import RequestLog, RequestLogConfig
 from predictor.tap._tap import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
@@ -77,14 +78,14 @@ def _server_class() -> type[Any]:
 
             from grpc import aio
             from kserve.protocol.grpc import grpc_predict_v2_pb2_grpc
-            from kserve.protocol.grpc.interceptors import (
-                ExceptionToStatusInterceptor,
-                LoggingInterceptor,
-            )
+            from kserve.protocol.grpc.interceptors import ExceptionToStatusInterceptor
+
             servicer = self._servicer_class(self._data_plane, self._model_repository_extension)
+            # KServe's LoggingInterceptor (an INFO line per call) is left out: failed
+            # calls are still logged by ExceptionToStatusInterceptor (_requestlog.py).
             self._server = aio.server(
                 futures.ThreadPoolExecutor(max_workers=max_workers),
-                interceptors=(LoggingInterceptor(), ExceptionToStatusInterceptor()),
+                interceptors=(ExceptionToStatusInterceptor(),),
             )
             grpc_predict_v2_pb2_grpc.add_GRPCInferenceServiceServicer_to_server(
                 servicer, self._server
@@ -129,7 +130,10 @@ def _server_class() -> type[Any]:
                 enable_grpc=config.enable_grpc,
                 grace_period=int(config.drain_timeout_s) + 5,
                 workers=1,
+                # KServe's INFO line per request (Model.__call__); ours is _requestlog's.
+                enable_latency_logging=False,
             )
+            quiet_access_log()
             self.config = config
             # KServe's server readiness (/v2/health/ready, the pod's readinessProbe) is true
             # whenever the process is up; ours follows the model, so draining turns it off.
@@ -192,7 +196,7 @@ def _server_class() -> type[Any]:
             assert self._model is not None
             asgi: Any = app
             if self.config.fast_path:
-                asgi = V1FastPath(asgi, model=self._model, dataplane=self.dataplane,
+                asgi = FastPath(asgi, model=self._model, dataplane=self.dataplane,
                                   exception_handlers=app.exception_handlers)
             self._tap = Tap.from_config(self.config, version=self._model.version,
                                         task=self._model.handler.task)
@@ -204,6 +208,7 @@ def _server_class() -> type[Any]:
                 max_body_bytes=self.config.max_body_bytes,
                 body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
                 metrics=self._model.metrics,
+                request_log=RequestLog(RequestLogConfig.from_config(self.config)),
             )
 
         async def _setup_and_serve(self) -> None:
@@ -272,6 +277,16 @@ def not_ready_handler(is_serving: Any) -> Any:
         return JSONResponse(status_code=503, content={"error": str(exc)}, headers=headers)
 
     return handler
+
+
+def quiet_access_log() -> None:
+    """uvicorn's access line per request off, as its own ``Config(access_log=False)`` does
+    (uvicorn/config.py ``configure_logging``: no handlers, no propagation); KServe's
+    logging config gives ``uvicorn.access`` a handler, and the httptools protocol logs
+    whenever the logger ``hasHandlers()``. The request log replaces it."""
+    access = logging.getLogger("uvicorn.access")
+    access.handlers = []
+    access.propagate = False
 
 
 def freeze_heap() -> None:

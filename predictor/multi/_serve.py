@@ -156,13 +156,15 @@ def _classes() -> dict[str, type[Any]]:
 
         def _wrap_multi(self, app: Any) -> Any:
             from predictor._http import PredictorMiddleware
+            from predictor._requestlog import RequestLog, RequestLogConfig
 
             routes = MultiModelRoutes(app, self.host, token=self._token,
                                       is_draining=lambda: self._draining)
             return PredictorMiddleware(
                 routes, max_body_bytes=self.config.max_body_bytes,
                 body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
-                metrics=self._unknown, metrics_for=self.host.metrics_of)
+                metrics=self._unknown, metrics_for=self.host.metrics_of,
+                request_log=RequestLog(RequestLogConfig.from_config(self.config)))
 
         async def drain_models(self) -> None:
             await self.host.close(self.config.drain_timeout_s)

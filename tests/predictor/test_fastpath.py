@@ -27,8 +27,20 @@ CE_HEADERS = {"ce-specversion": "1.0", "ce-source": "tests", "ce-type": "predict
 STRUCTURED_CE = json.dumps({"specversion": "1.0", "source": "tests", "type": "predict",
                             "id": "7", "data": {"instances": ["in a cloudevent"]}}).encode()
 
+
+
+def _v2(datatype: str = "BYTES", data: str = '["a"]', shape: str = "[1]") -> bytes:
+    return (f'{{"inputs": [{{"name": "input", "datatype": "{datatype}", "shape": {shape}, '
+            f'"data": {data}}}]}}').encode()
+
+
+BINARY_V2_JSON = (b'{"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], '
+                  b'"parameters": {"binary_data_size": 5}}]}')
+BINARY_V2 = BINARY_V2_JSON + b"\x01\x00\x00\x00b"  # one BYTES element: length 1, "b"
+
+Headers = dict[str, str] | list[tuple[str, str]]
 # (id, path suffix after the model name, body, headers)
-MATRIX: list[tuple[str, str, bytes, dict[str, str]]] = [
+MATRIX: list[tuple[str, str, bytes, Headers]] = [
     ("good", ":predict", b'{"instances": ["a", "b"]}', JSON),
     ("good, no content-type", ":predict", b'{"instances": ["a"]}', {}),
     ("good, form content-type (curl -d)", ":predict", b'{"instances": ["a"]}',
@@ -59,8 +71,43 @@ MATRIX: list[tuple[str, str, bytes, dict[str, str]]] = [
      {**JSON, "x-request-timeout-ms": "soon"}),
     ("repeated key", ":predict", b'{"instances": [1], "instances": [2]}', JSON),
     ("body over limit", ":predict", b'{"instances": ["' + b"y" * 30000 + b'"]}', JSON),
-    ("v2 infer", "/infer",
-     b'{"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], "data": ["a"]}]}', JSON),
+    *[(f"v2 {name}", suffix, body, headers) for name, suffix, body, headers in [
+        ("infer", "/infer", _v2(), JSON),
+        ("two rows", "/infer", _v2(data='["a", "b"]', shape="[2]"), JSON),
+        ("client id", "/infer", b'{"id": "mine", ' + _v2()[1:], JSON),
+        ("parameters", "/infer", b'{"parameters": {"k": 1}, ' + _v2()[1:], JSON),
+        ("requested output", "/infer", b'{"outputs": [{"name": "output"}], ' + _v2()[1:],
+         JSON),
+        ("unknown requested output", "/infer", b'{"outputs": [{"name": "nope"}], '
+         + _v2()[1:], JSON),
+        ("binary output", "/infer", b'{"parameters": {"binary_data_output": true}, '
+         + _v2()[1:], JSON),
+        ("no content-type", "/infer", _v2(), {}),
+        ("json with charset", "/infer", _v2(),
+         {"content-type": "application/json; charset=utf-8"}),
+        ("client request id", "/infer", _v2(), {**JSON, "x-request-id": "client-chosen-id"}),
+        ("repeated timeout header: the first counts", "/infer", _v2(),
+         [("content-type", "application/json"), ("x-request-timeout-ms", "5000"),
+          ("x-request-timeout-ms", "soon")]),
+        ("bad timeout header", "/infer", _v2(), {**JSON, "x-request-timeout-ms": "soon"}),
+        ("malformed json", "/infer", b'{"inputs": [', JSON),
+        ("NaN", "/infer", _v2(datatype="FP32", data="[NaN]"), JSON),
+        ("not an object", "/infer", b"[1, 2]", JSON),
+        ("missing inputs", "/infer", b'{"instances": ["a"]}', JSON),
+        ("empty inputs", "/infer", b'{"inputs": []}', JSON),
+        ("input without datatype", "/infer",
+         b'{"inputs": [{"name": "input", "shape": [1], "data": ["a"]}]}', JSON),
+        ("FP16 as JSON", "/infer", _v2(datatype="FP16", data="[1.5]"), JSON),
+        ("shape and data disagree", "/infer", _v2(shape="[3]"), JSON),
+        ("too many rows", "/infer", _v2(data=json.dumps(["r"] * 9), shape="[9]"), JSON),
+        ("text too long", "/infer", _v2(data=json.dumps(["x" * 150])), JSON),
+        ("unknown field", "/infer", b'{"extra": 1, ' + _v2()[1:], JSON),
+        ("repeated key", "/infer", b'{"inputs": [], ' + _v2()[1:], JSON),
+        ("binary cloudevent", "/infer", _v2(), CE_HEADERS),
+        ("a version's path", "/versions/1/infer", _v2(), JSON),
+        ("binary tensor extension", "/infer", BINARY_V2,
+         {"inference-header-content-length": str(len(BINARY_V2_JSON))}),
+    ]],
 ]
 
 
@@ -74,7 +121,7 @@ def pair(start_predictor: Callable[..., RunningPredictor],
 
 
 def _answer(server: RunningPredictor, path: str, body: bytes,
-            headers: dict[str, str]) -> tuple[int, list[tuple[str, str]], bytes]:
+            headers: Headers) -> tuple[int, list[tuple[str, str]], bytes]:
     r = httpx.post(server.url + path, content=body, headers=headers, timeout=30)
     kept = [(k, v) for k, v in r.headers.multi_items() if k not in ("date",)]
     # A generated request ID is the V2 response's id too: the same place, another value.
@@ -86,10 +133,10 @@ def _answer(server: RunningPredictor, path: str, body: bytes,
                          ids=[c[0] for c in MATRIX])
 def test_fast_path_answers_what_kserve_answers(
     pair: tuple[RunningPredictor, RunningPredictor], suffix: str, body: bytes,
-    headers: dict[str, str],
+    headers: Headers,
 ) -> None:
     fast, kserve = pair
-    prefix = "/v2/models/fastpath" if suffix == "/infer" else "/v1/models/fastpath"
+    prefix = "/v2/models/fastpath" if suffix.endswith("/infer") else "/v1/models/fastpath"
     f_status, f_headers, f_body = _answer(fast, prefix + suffix, body, headers)
     k_status, k_headers, k_body = _answer(kserve, prefix + suffix, body, headers)
     assert f_status == k_status, (f_body, k_body)
@@ -145,9 +192,10 @@ def _in_process_fast_path(tmp_path: Path) -> tuple[Any, Recorder, Any]:
 
     from predictor._config import ServerConfig
     from predictor._errors import PredictorError
-    from predictor._fastpath import V1FastPath
+    from predictor._fastpath import FastPath
     from predictor._http import PredictorMiddleware, predictor_error_handler
     from predictor._model import BatchingModel
+    from predictor._requestlog import RequestLog, RequestLogConfig
     from predictor.handlers._factory import create_handler
 
     (tmp_path / "task.json").write_text(json.dumps({"latency_ms": 1}))
@@ -157,11 +205,12 @@ def _in_process_fast_path(tmp_path: Path) -> tuple[Any, Recorder, Any]:
     repository = ModelRepository()
     repository.update(model)
     recorder = Recorder()
-    fast = V1FastPath(recorder, model=model, dataplane=DataPlane(model_registry=repository),
+    fast = FastPath(recorder, model=model, dataplane=DataPlane(model_registry=repository),
                       exception_handlers={PredictorError: predictor_error_handler})
     # As served: the edge in front reads the body once and hands it to the fast path.
     app = PredictorMiddleware(fast, max_body_bytes=20000, body_timeout_s=5.0,
-                              metrics=model.metrics)
+                              metrics=model.metrics,
+                              request_log=RequestLog(RequestLogConfig()))
     return app, recorder, model
 
 
@@ -183,7 +232,8 @@ def _routing_scenario(model_dir: str) -> None:
             await post("bad input", "/v1/models/m:predict", b'{"instances": []}')
             await post("not json", "/v1/models/m:predict", b"{nope")
             await post("other model", "/v1/models/other:predict", b'{"instances": ["x"]}')
-            await post("v2", "/v2/models/m/infer", b"{}")
+            await post("v2", "/v2/models/m/infer", _v2())
+            await post("v2 invalid", "/v2/models/m/infer", b"{}")
             await post("binary ce", "/v1/models/m:predict", b'{"instances": ["x"]}',
                        CE_HEADERS)
             out["get"] = ((await client.get("/v1/models/m")).status_code, "")
@@ -205,7 +255,9 @@ def test_fast_path_answers_predict_itself_and_hands_off_the_rest(tmp_path: Path)
     out = {name: tuple(answer) for name, answer in result["out"].items()}
     assert out["predict"] == (200, '{"predictions":["x"]}')
     assert out["bad input"][0] == 400 and "empty" in out["bad input"][1]
-    for handed_off in ("not json", "other model", "v2", "binary ce", "get", "not ready"):
+    assert out["v2"][0] == 200 and '"data":["a"]' in out["v2"][1]
+    for handed_off in ("not json", "other model", "v2 invalid", "binary ce", "get",
+                       "not ready"):
         assert out[handed_off][0] == 299, handed_off
     # What KServe gets is the request as sent, body included.
     assert ["/v1/models/m:predict", "{nope"] in result["seen"]

@@ -14,6 +14,7 @@ from prometheus_client import CollectorRegistry
 
 from predictor._http import PredictorMiddleware
 from predictor._metrics import PredictorMetrics
+from predictor._requestlog import RequestLog, RequestLogConfig
 from predictor.tap import CAPTURE_COLUMNS, Exchange, Tap, TapMiddleware, schema
 
 
@@ -46,7 +47,8 @@ def _serve(chunks: list[bytes], *, max_body_bytes: int = 1000,
     tap = Tap(mirror, None)  # type: ignore[arg-type]  # a fake of the mirror's offer
     metrics = PredictorMetrics.create("m", "1", "stable", registry=CollectorRegistry())
     edge = PredictorMiddleware(TapMiddleware(_app, tap=tap), max_body_bytes=max_body_bytes,
-                               body_timeout_s=5.0, metrics=metrics)
+                               body_timeout_s=5.0, metrics=metrics,
+                               request_log=RequestLog(RequestLogConfig()))
     calls = 0
     sent: list[dict[str, Any]] = []
 
