@@ -70,8 +70,10 @@ def push_fixed_latency(registry: Path, latency_ms: float, max_batch_size: int) -
 
 
 @contextmanager
-def predictor(model: str, registry: Path, *flags: str) -> Iterator[Server]:
-    """Serve ``model@stable`` from ``registry`` with ``flags``; stop it afterwards."""
+def predictor(model: str, registry: Path, *flags: str,
+              log_level: str = "WARNING") -> Iterator[Server]:
+    """Serve ``model@stable`` from ``registry`` with ``flags`` (logging at ``log_level``,
+    ``MODELCTL_LOG_LEVEL``); stop it afterwards."""
     from registry import Registry
 
     with tempfile.TemporaryDirectory(prefix="bench-pred-") as tmp:
@@ -82,7 +84,7 @@ def predictor(model: str, registry: Path, *flags: str) -> Iterator[Server]:
                 str(model_dir), "--http_host", "127.0.0.1", "--http_port", str(port),
                 "--enable_grpc", "false", *flags]
         proc = ManagedProcess(f"bench-{model}", argv, log_dir=Path(tmp),
-                              env={"MODELCTL_LOG_LEVEL": "WARNING"})
+                              env={"MODELCTL_LOG_LEVEL": log_level})
         try:
             url = f"http://127.0.0.1:{port}"
             wait_http_ok(f"{url}/v2/health/ready", timeout_s=120, proc=proc)

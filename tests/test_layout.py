@@ -44,7 +44,9 @@ def _modules() -> dict[str, Path]:
         if not base.is_dir():
             continue
         for path in sorted(base.rglob("*.py")):
-            if "peers" in path.relative_to(ROOT).parts:  # bench/peers: other projects' servers
+            rel = path.relative_to(ROOT).parts
+            # bench/peers: other projects' servers; bench/.venv-*: their virtualenvs
+            if "peers" in rel or any(part.startswith(".") for part in rel):
                 continue
             parts = path.relative_to(ROOT).with_suffix("").parts
             name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)

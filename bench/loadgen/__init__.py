@@ -20,7 +20,8 @@ Command line::
         --rate 500 --duration 10s --body '{"instances":["hi"]}' --json out.json
 
 Timeouts and connection failures are statuses of their own (``timeout``,
-``conn_error``); 429s and 5xx are counted, never retried.
+``conn_error``); 429s and 5xx are counted, never retried. ``bench.loadgen._grpc`` runs
+the same schedule as V2 gRPC ``ModelInfer`` calls.
 """
 
 from bench.loadgen._result import LatencyStats, LoadResult, Samples
