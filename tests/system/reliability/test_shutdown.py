@@ -43,7 +43,10 @@ BATCH_MS = 100
 BATCH = 8
 RATE = 50  # requests per second, under the 80 a batch of 8 per 100 ms sustains
 LOAD_S = 2.0
-ACCESS_LINE = re.compile(r'"POST /v1/models/\S+ HTTP/1\.1" (\d{3})')
+# The predictor's request log line (predictor/_requestlog.py), one per answered request
+# with --request_log_sample 1 and no rate limit to speak of: the server's own ledger of
+# the answers it sent.
+ACCESS_LINE = re.compile(r"request \S+ POST /v1/models/\S+ -> (\d{3}) in ")
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +63,11 @@ def rng() -> random.Random:
 
 def start(registry_root: Path, log_dir: Path, name: str) -> Predictor:
     return launch_predictor(registry_root, name, log_dir, "--max_batch_size", str(BATCH),
-                            "--max_batch_wait_ms", "5", "--drain_timeout_s", "20").wait_ready()
+                            "--max_batch_wait_ms", "5", "--drain_timeout_s", "20",
+                            # every request logged, none left out by the rate limit
+                            # (the readiness watch's 503s count towards it)
+                            "--request_log_sample", "1",
+                            "--request_log_max_per_s", "100000").wait_ready()
 
 
 def tagged_requests(predictor: Predictor, trial: int) -> tuple[list[bytes], list[str]]:
