@@ -62,7 +62,7 @@ soak: setup
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-# Benchmarks against peers (issue 9): Ray Serve and BentoML go into bench/.venv-peers.
+# Benchmarks against peers (issue 9): Ray Serve, BentoML and Mosec go into bench/.venv-peers.
 .PHONY: bench-peers
 bench-peers: setup-python
 	@bench/peers/setup.sh

@@ -86,6 +86,17 @@ SERVERS: dict[str, ServerKind] = {
         notes="BentoML's own default max_latency_ms is 60000; issue 9 asks for the "
               "200 ms budget.",
     ),
+    "mosec": ServerKind(
+        name="mosec",
+        title="Mosec dynamic batching",
+        venv="peers",
+        settings={"mosec": "0.9.8", "num": 1, "max_batch_size": MAX_BATCH_SIZE,
+                  "timeout_ms": 30000, "serialization": "JSON (Mosec's default)"},
+        knob="max_wait_time_ms",
+        knob_default=50.0,
+        knob_candidates=(10.0, 50.0, 100.0),
+        notes="Mosec's own default max_wait_time is 10 ms; issue 9 asks for 50.",
+    ),
     "modelctl": ServerKind(
         name="modelctl",
         title="modelctl predictor",

@@ -74,6 +74,8 @@ class RunningServer:
             from bench._servers import Server
 
             return Server(self.base_url, self.predict_url, self.proc).batch_totals()
+        if self.config.server == "mosec":
+            return mosec_batch_totals(httpx.get(f"{self.base_url}/metrics", timeout=10).text)
         reply = httpx.post(f"{self.base_url}/bench/stats", json={}, timeout=10)
         reply.raise_for_status()
         stats = reply.json()
@@ -92,6 +94,17 @@ class RunningServer:
             with contextlib.suppress(psutil.Error):
                 if p.is_running():
                     p.kill()
+
+
+def mosec_batch_totals(metrics: str) -> tuple[float, float]:
+    """(tasks, batches) from Mosec's ``mosec_service_batch_size`` histogram (its ``_sum``
+    and ``_count``, summed over stages and connections; ``src/metrics.rs``)."""
+    totals = {"sum": 0.0, "count": 0.0}
+    for line in metrics.splitlines():
+        for part in totals:
+            if line.startswith(f"mosec_service_batch_size_{part}"):
+                totals[part] += float(line.rsplit(" ", 1)[1])
+    return totals["sum"], totals["count"]
 
 
 def peers_python() -> Path:
@@ -133,6 +146,16 @@ def argv_env(config: PeerConfig, workload: Workload, port: int,
                 "bench.peers.bento_service:BenchPeer", "--host", "127.0.0.1",
                 "--port", str(port)]
         return argv, env, "/predict"
+    if config.server == "mosec":
+        env.update({"BENCH_PEER_WORKLOAD": workload.name, "BENCH_PEER_MODEL_DIR": model_dir,
+                    "BENCH_PEER_LATENCY_MS": str(workload.latency_ms),
+                    "BENCH_PEER_DEVICE": workload.device,
+                    "BENCH_PEER_MAX_BATCH_SIZE": str(MAX_BATCH_SIZE),
+                    "BENCH_PEER_MAX_WAIT_MS": f"{config.knob_value:g}"})
+        argv = [str(python), "-m", "bench.peers.mosec_service", "--address", "127.0.0.1",
+                "--port", str(port), "--timeout",
+                str(config.kind.settings["timeout_ms"]), "--log-level", "warning"]
+        return argv, env, "/inference"
     raise ValueError(f"no launcher for {config.server}")
 
 

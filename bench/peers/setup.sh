@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Idempotent: make bench/.venv-peers with the peer servers (Ray Serve, BentoML) for
+# Idempotent: make bench/.venv-peers with the peer servers (Ray Serve, BentoML, Mosec) for
 # bench/compare.py. Peers are benchmark extras, never runtime dependencies.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,7 +14,7 @@ if [ ! -x "$VENV/bin/python" ]; then
   echo "peers: creating $VENV"
   "$PY" -m venv "$VENV"
 fi
-echo "peers: installing Ray Serve and BentoML into $VENV"
+echo "peers: installing Ray Serve, BentoML and Mosec into $VENV"
 "$VENV/bin/python" -m pip install -q --upgrade pip
 # torch first, from the pin: an unpinned torch would pull a multi-GB CUDA build.
 "$VENV/bin/python" -m pip install -q -c constraints.txt "torch==2.13.0"

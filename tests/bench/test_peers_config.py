@@ -24,7 +24,7 @@ from bench.peers._configs import (
     should_stop,
     sustained_load,
 )
-from bench.peers._launch import Workload, argv_env
+from bench.peers._launch import Workload, argv_env, mosec_batch_totals
 from bench.peers._report import markdown
 
 
@@ -44,10 +44,11 @@ def row(offered: float, p99_ms: float | None, success: float = 1.0,
 
 def test_every_server_is_configured_as_issue_9_prescribes() -> None:
     configs = {c.server: c for c in default_configs()}
-    assert set(configs) == {"kserve-plain", "ray-serve", "bentoml", "modelctl"}
+    assert set(configs) == {"kserve-plain", "ray-serve", "bentoml", "mosec", "modelctl"}
     assert configs["ray-serve"].knob_value == 0.05  # batch_wait_timeout_s
     assert configs["bentoml"].knob_value == 200.0  # max_latency_ms: the 200 ms budget
     assert configs["modelctl"].knob_value == 50.0  # max_batch_wait_ms
+    assert configs["mosec"].knob_value == 50.0  # max_wait_time (ms), as issue 9 asks
     assert configs["kserve-plain"].knob_value is None
     for kind in SERVERS.values():
         if kind.batches:
@@ -56,6 +57,7 @@ def test_every_server_is_configured_as_issue_9_prescribes() -> None:
     assert ray["num_replicas"] == 1
     assert ray["max_ongoing_requests"] >= ray["max_batch_size"] * ray["max_concurrent_batches"]
     assert SERVERS["bentoml"].settings["workers"] == 1
+    assert SERVERS["mosec"].settings["num"] == 1
 
 
 def test_published_configuration_names_the_knob_and_the_variant() -> None:
@@ -139,6 +141,10 @@ def test_peer_command_lines_carry_the_configuration() -> None:
     assert env["BENCH_PEER_MAX_LATENCY_MS"] == "200.0"
     assert env["BENCH_PEER_MAX_BATCH_SIZE"] == "100"
     assert "bench.peers.bento_service:BenchPeer" in argv and path == "/predict"
+    argv, env, path = argv_env(PeerConfig("mosec", "tuned", 10.0), fixed, 9004, python)
+    assert argv[:3] == [str(python), "-m", "bench.peers.mosec_service"]
+    assert argv[argv.index("--port") + 1] == "9004" and path == "/inference"
+    assert env["BENCH_PEER_MAX_WAIT_MS"] == "10" and env["BENCH_PEER_MAX_BATCH_SIZE"] == "100"
     argv, _, _ = argv_env(PeerConfig("kserve-plain"), fixed, 9002, python)
     assert argv[argv.index("--http_host") + 1] == "127.0.0.1"
     with pytest.raises(ValueError):
@@ -210,3 +216,15 @@ def test_past_the_deadline_a_ladder_starts_nothing(tmp_path: Path) -> None:
     assert line["rows"] == [] and line["loads_not_run"] == [50, 200]
     assert line["sustained_rps"] is None and line["start_s"] == []
     assert line["config"]["max_batch_wait_ms"] == 50.0
+
+
+def test_mosec_batches_are_read_from_its_own_histogram() -> None:
+    metrics = "\n".join([
+        "# HELP mosec_service_batch_size batch size for each connection in each stage",
+        "# TYPE mosec_service_batch_size histogram",
+        'mosec_service_batch_size_sum{stage="1",connection="p_1"} 250.0',
+        'mosec_service_batch_size_count{stage="1",connection="p_1"} 10',
+        'mosec_service_batch_size_bucket{le="+Inf",stage="1",connection="p_1"} 10',
+        "mosec_service_throughput_total 250"])
+    assert mosec_batch_totals(metrics) == (250.0, 10.0)
+    assert mosec_batch_totals("") == (0.0, 0.0)
