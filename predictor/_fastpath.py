@@ -114,20 +114,21 @@ class FastPath:
             response, encode_headers = self.dataplane.encode(
                 model_name=self.model.name, response=response, headers=headers,
                 req_attributes={})
-            response_headers.update(encode_headers)
-            response_headers.pop("content-length", None)
-            response_headers.pop("content-type", None)
-            if isinstance(response, bytes):
-                await _send_raw(send, response, response_headers)
-                return
             # FastAPI's jsonable_encoder of a model is its model_dump(mode="json",
             # by_alias=True) with every field, None ones included.
-            content = self._v2_response.model_validate(response).model_dump(
-                mode="json", by_alias=True)
+            content = response if isinstance(response, bytes) else \
+                self._v2_response.model_validate(response).model_dump(mode="json",
+                                                                       by_alias=True)
         except Exception as exc:
             await self._error(scope, receive, send, exc)
             return
-        await _send_v2(send, content, response_headers)
+        response_headers.update(encode_headers)
+        response_headers.pop("content-length", None)
+        response_headers.pop("content-type", None)
+        if isinstance(content, bytes):
+            await _send_raw(send, content, response_headers)
+        else:
+            await _send_v2(send, content, response_headers)
 
     def _v2_validated(self, headers: Mapping[str, str], body: bytes) -> Any:
         """The body as FastAPI hands KServe's V2 endpoint its ``InferenceRequest``, or
