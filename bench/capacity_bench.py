@@ -39,11 +39,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import psutil
-
 from bench._capacity_report import markdown, plot
 from bench._results import run_context, write_results
-from bench._servers import Server, predictors, push_fixed_latency, redis_server
+from bench._servers import (
+    Server,
+    machine_busy_s,
+    predictors,
+    push_fixed_latency,
+    redis_server,
+)
 from bench.loadgen import LoadResult, run_open_loop
 
 SUCCESS = 0.999  # capacity._plan.SUCCESS_TARGET
@@ -180,21 +184,13 @@ def _batches_under_load(before: tuple[float, float, float], after: tuple[float, 
             "profile_p50_ms": round(profiled, 2), "inflation": round(mean_ms / profiled, 3)}
 
 
-def _host_busy(before: Any, after: Any) -> float:
-    """The share of the host's CPU time (all cores) that was not idle between two
-    ``psutil.cpu_times()`` readings: 1.0 means every core was busy the whole time."""
-    spent = sum(after) - sum(before)
-    idle = (after.idle + getattr(after, "iowait", 0.0)) - (
-        before.idle + getattr(before, "iowait", 0.0))
-    return 1.0 - idle / spent if spent > 0 else 0.0
-
-
 def _run(url: str, rate: float, duration_s: float, text: str, seed: int) -> dict[str, Any]:
-    cpu0 = psutil.cpu_times()
+    busy0, started = machine_busy_s(), time.monotonic()
     result: LoadResult = run_open_loop(url, rate=rate, duration_s=duration_s,
                                        body={"instances": [text]}, warmup_s=WARMUP_S,
                                        arrival="poisson", seed=seed, timeout_s=5.0)
-    busy = _host_busy(cpu0, psutil.cpu_times())
+    # The share of every core's time not idle (1.0: all cores busy throughout).
+    busy = (machine_busy_s() - busy0) / ((time.monotonic() - started) * (os.cpu_count() or 1))
     p99 = result.latency_ok.p99_s
     return {"rate": rate, "host_cpu_busy": round(busy, 3),
             "p99_ms": None if p99 is None else p99 * 1000.0,
