@@ -62,7 +62,8 @@ soak: setup
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache
 
-# Benchmarks against peers (issue 9): Ray Serve, BentoML and Mosec go into bench/.venv-peers.
+# Benchmarks against peers (issue 18): Ray Serve, BentoML and Mosec go into bench/.venv-peers,
+# NVIDIA Triton (PyTriton) and Infinity into bench/.venv-peers-np1 (both need numpy < 2).
 .PHONY: bench-peers
 bench-peers: setup-python
 	@bench/peers/setup.sh

@@ -1,14 +1,16 @@
-"""Benchmarks against peers (issue 9): the predictor beside KServe without batching, Ray
-Serve and BentoML, on the same machine and workloads, under open-loop load.
+"""Benchmarks against peers (issue 18): the predictor beside KServe without batching, Ray
+Serve, BentoML, Mosec, NVIDIA Triton (PyTriton) and, on the embedding model, Infinity,
+on the same machine and workloads, under open-loop load.
 
-    bench/peers/setup.sh                       # once: Ray Serve + BentoML in bench/.venv-peers
+    bench/peers/setup.sh                       # once: bench/.venv-peers and .venv-peers-np1
     python -m bench.compare all                # tune, then the matrix, then the plots
     python -m bench.compare tune               # only the knob sweep (fixed-latency)
     python -m bench.compare matrix --tuning bench/results/peers-tuning.json
     python -m bench.compare report             # peers.md and plots again from peers.json
 
-``tune`` sweeps each server's main knob on fixed-latency (one short run per load
-point, rising until a point is saturated) and keeps the value that sustains the most.
+``tune`` sweeps each server's main knob on fixed-latency (Infinity's on short texts,
+the only workload it serves; one short run per load point, rising until a point is
+saturated) and keeps the value that sustains the most.
 ``matrix`` measures, for every server, rising loads until one is saturated:
 fixed-latency with the default *and* the tuned knob; the real embedding
 model (short and mixed-length texts) with the tuned knob. A server that meets the
@@ -37,17 +39,19 @@ from typing import Any
 from bench.peers._configs import (
     MAX_BATCH_SIZE,
     SERVERS,
+    SLO_P99_MS,
     PeerConfig,
     best_knob,
+    slo_p99_ms,
     sustained_load,
 )
 from bench.peers._launch import Workload, encoder_dir, prepare_registry
 from bench.peers._measure import RunProtocol, run_ladder, texts
 
 RESULTS = Path(__file__).parent / "results"
-FIXED_LOADS = (50, 200, 400, 600, 800, 1000, 1200)
-LOW_LOADS = (25, 10, 5)  # tried only when a server meets the SLO at none of the loads
-EMBED_LOADS = {"short": (50, 100, 200, 400), "mixed": (25, 50, 100)}
+FIXED_LOADS = (200, 500, 800, 1000, 1200)
+LOW_LOADS = (50, 25, 10, 5)  # tried only when a server meets the SLO at none of the loads
+EMBED_LOADS = {"short": (100, 200, 400, 600, 800), "mixed": (25, 50, 100, 150)}
 LATENCY_MS = 100.0
 
 
@@ -55,14 +59,18 @@ def _csv(text: str) -> tuple[float, ...]:
     return tuple(float(x) for x in text.split(",") if x)
 
 
-def tune(protocol: RunProtocol, loads: tuple[float, ...], workload: Workload,
+def tune(protocol: RunProtocol, ladders: dict[str, tuple[Workload, tuple[float, ...]]],
          log_dir: Path, servers: list[str]) -> dict[str, Any]:
-    """Sweep each server's main knob on ``workload``: rising loads until one is saturated."""
-    out: dict[str, Any] = {"protocol": asdict(protocol), "loads": list(loads), "servers": {}}
+    """Sweep each server's main knob on the first workload it serves (``ladders`` gives
+    each workload and its loads): rising loads until one is saturated."""
+    out: dict[str, Any] = {"protocol": asdict(protocol), "servers": {},
+                           "loads": {name: list(loads) for name, (_, loads) in ladders.items()}}
     for name in servers:
         kind = SERVERS[name]
         if kind.knob is None:
             continue
+        workload, loads = ladders[kind.workloads[0]]
+        slo = slo_p99_ms(workload.name)
         sweep: dict[float, list[dict[str, Any]]] = {}
         values = []
         for value in kind.knob_candidates:
@@ -70,9 +78,10 @@ def tune(protocol: RunProtocol, loads: tuple[float, ...], workload: Workload,
             line = run_ladder(config, workload, loads, protocol, log_dir, LOW_LOADS)
             sweep[value] = line["rows"]
             values.append({"value": value, "rows": line["rows"],
-                           "sustained_rps": sustained_load(line["rows"])})
+                           "sustained_rps": sustained_load(line["rows"], slo)})
         out["servers"][name] = {"knob": kind.knob, "default": kind.knob_default,
-                                "best": best_knob(sweep), "values": values}
+                                "workload": workload.key, "slo_p99_ms": slo,
+                                "best": best_knob(sweep, slo), "values": values}
     return out
 
 
@@ -114,15 +123,17 @@ def matrix(args: argparse.Namespace, tuned: dict[str, float], registry: Path,
     defaults = [PeerConfig(name) for name in args.servers]
     best = [_best_config(name, tuned) for name in args.servers]
     if "fixed-latency" in args.workloads:
-        configs = list(defaults)
-        configs += [c for c in best if c.variant == "tuned"]
-        plans.append((Workload("fixed-latency", latency_ms=LATENCY_MS, device=args.device,
-                               registry=str(registry)), _csv(args.fixed_loads), configs))
+        configs = [c for c in defaults if "fixed-latency" in c.kind.workloads]
+        configs += [c for c in best if c.variant == "tuned"
+                    and "fixed-latency" in c.kind.workloads]
+        plans.append((_fixed(args, registry), _csv(args.fixed_loads), configs))
     if "embedding" in args.workloads:
         for kind, loads in (("short", args.short_loads), ("mixed", args.mixed_loads)):
-            plans.append((Workload("embedding", kind, device=args.device,
-                                   model_dir=encoder_dir(), registry=str(registry)),
-                          _csv(loads), best))
+            # Infinity, tuned on these texts, is measured with its default beside.
+            configs = [c for c in best if "embedding" in c.kind.workloads]
+            configs += [c for c in defaults if c.server == "infinity"
+                        and c not in configs and c.server in args.servers]
+            plans.append((_embedding(args, registry, kind), _csv(loads), configs))
     for workload, loads, configs in plans:
         limit = _physical_limit(workload, runs=protocol.runs)
         wl_protocol = protocol if workload.name == "fixed-latency" else replace(
@@ -134,6 +145,16 @@ def matrix(args: argparse.Namespace, tuned: dict[str, float], registry: Path,
                       "latency_floor_ms": LATENCY_MS if workload.name == "fixed-latency"
                       else None, "servers": lines})
     return parts
+
+
+def _fixed(args: argparse.Namespace, registry: Path) -> Workload:
+    return Workload("fixed-latency", latency_ms=LATENCY_MS, device=args.device,
+                    registry=str(registry))
+
+
+def _embedding(args: argparse.Namespace, registry: Path, texts_kind: str) -> Workload:
+    return Workload("embedding", texts_kind, device=args.device, model_dir=encoder_dir(),
+                    registry=str(registry))
 
 
 def _best_config(name: str, tuned: dict[str, float]) -> PeerConfig:
@@ -201,9 +222,10 @@ def main(argv: list[str]) -> int:
         tuning: dict[str, Any] | None = None
         if args.what in ("all", "tune"):
             protocol = replace(_protocol(args), runs=1, duration_s=args.tune_duration_s)
-            fixed = Workload("fixed-latency", latency_ms=LATENCY_MS, device=args.device,
-                             registry=str(registry))
-            tuning = tune(protocol, _csv(args.fixed_loads), fixed, log_dir, args.servers)
+            ladders = {"fixed-latency": (_fixed(args, registry), _csv(args.fixed_loads)),
+                       "embedding": (_embedding(args, registry, "short"),
+                                     _csv(args.short_loads))}
+            tuning = tune(protocol, ladders, log_dir, args.servers)
             tuning.update(command=command, date=_today(), machine=_machine())
             (args.out / "peers-tuning.json").write_text(json.dumps(tuning, indent=2) + "\n")
         else:
@@ -213,7 +235,8 @@ def main(argv: list[str]) -> int:
         if args.what == "tune":
             return 0
         # Re-decided from the sweep's rows, so a stored file follows the current rule.
-        tuned = {name: best_knob({float(v["value"]): v["rows"] for v in s["values"]})
+        tuned = {name: best_knob({float(v["value"]): v["rows"] for v in s["values"]},
+                                 float(s.get("slo_p99_ms", SLO_P99_MS["fixed-latency"])))
                  for name, s in (tuning or {}).get("servers", {}).items()}
         for name, value in tuned.items():
             if tuning is not None:

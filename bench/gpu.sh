@@ -6,10 +6,11 @@
 #
 # Needs: Linux x86_64 with an NVIDIA GPU and driver (nvidia-smi), python3.11, and
 # PyPI reachable (or a wheel cache with a CUDA build of torch 2.13.0). It sets up
-# .venv (make setup-python) and bench/.venv-peers (bench/peers/setup.sh) if they are
-# missing, checks that torch sees the GPU in both, then runs all four servers with
-# --device cuda and each peer's knob as tuned on fixed-latency
-# (bench/results/peers-tuning.json, when present). Writes into OUT_DIR: peers.json,
+# .venv (make setup-python) and the peers' bench/.venv-peers and .venv-peers-np1
+# (bench/peers/setup.sh) if they are missing, checks that torch sees the GPU in all
+# three, then runs every server that serves the embedding model (KServe, Ray Serve,
+# BentoML, Mosec, Triton through PyTriton, Infinity, ours) with --device cuda and each
+# peer's knob as tuned (bench/results/peers-tuning.json, when present). Writes into OUT_DIR: peers.json,
 # peers.md, peers-embedding-*.png, nvidia-smi.txt, env.txt and run.log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,7 @@ nvidia-smi > "$OUT/nvidia-smi.txt"
 # below refuses.
 PYTHON=${PYTHON:-python3.11} scripts/setup.sh python
 PYTHON=${PYTHON:-python3.11} bench/peers/setup.sh
-for py in .venv/bin/python bench/.venv-peers/bin/python; do
+for py in .venv/bin/python bench/.venv-peers/bin/python bench/.venv-peers-np1/bin/python; do
   if ! "$py" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "gpu.sh: $py has torch without CUDA ($("$py" -c 'import torch; print(torch.__version__)'));" \
          "reinstall it with a CUDA build of torch==2.13.0" >&2

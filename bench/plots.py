@@ -1,9 +1,11 @@
-"""Plots of the peer comparison: p99 latency and throughput against offered load.
+"""Plots of the peer comparison: p99 latency and throughput against offered load, and
+CPU per request.
 
 One PNG per workload (``peers-<workload>.png``) with two panels, one line per
 server, min-max of the runs as error bars, and the physical limit drawn in (the
 ideal throughput ``min(offered, limit)``, the limit itself, the latency floor and
-the 200 ms p99 budget).
+the workload's p99 budget); and ``peers-cpu.png``, server CPU per request as bars,
+one group per workload.
 
     python -m bench.plots [bench/results/peers.json] [--out bench/results]
 """
@@ -16,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.peers._configs import LOOSE_P99_MS, SLO_P99_MS
+from bench.peers._configs import slo_p99_ms
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -50,9 +52,8 @@ def plot_workload(part: dict[str, Any], out_dir: Path, title: str) -> Path:
         ax_lat.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=line["label"])
         xs, ys, lo, hi = _series(line["rows"], "throughput_rps")
         ax_tput.errorbar(xs, ys, yerr=[lo, hi], marker="o", capsize=3, label=line["label"])
-    ax_lat.axhline(SLO_P99_MS, color="red", linestyle="--", label=f"p99 budget {SLO_P99_MS:.0f} ms")
-    ax_lat.axhline(LOOSE_P99_MS, color="red", linestyle=":", alpha=0.5,
-                   label=f"looser budget {LOOSE_P99_MS:.0f} ms (not the target)")
+    budget = slo_p99_ms(part["name"])
+    ax_lat.axhline(budget, color="red", linestyle="--", label=f"p99 budget {budget:.0f} ms")
     if part.get("latency_floor_ms"):
         ax_lat.axhline(part["latency_floor_ms"], color="grey", linestyle=":",
                        label=f"latency floor {part['latency_floor_ms']:.0f} ms")
@@ -87,15 +88,55 @@ def plot_workload(part: dict[str, Any], out_dir: Path, title: str) -> Path:
     return path
 
 
+def plot_cpu(results: dict[str, Any], out_dir: Path) -> Path | None:
+    """Write ``peers-cpu.png``: CPU per request, one bar per server, one group per
+    workload, min-max of the runs as error bars; None when no line has a reading."""
+    bars = []  # (workload, label, median, low, high)
+    for part in results["workloads"]:
+        for line in part["servers"]:
+            row = next((r for r in line["rows"] if line.get("cpu_at_rps") is not None
+                        and float(r["offered_rps"]) == float(line["cpu_at_rps"])), None)
+            cell = row.get("cpu_ms_per_request") if row else None
+            if cell:
+                bars.append((part["key"], line["label"], float(cell["median"]),
+                             float(cell["median"]) - float(cell["min"]),
+                             float(cell["max"]) - float(cell["median"])))
+    if not bars:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    workloads = list(dict.fromkeys(b[0] for b in bars))
+    fig, axes = plt.subplots(1, len(workloads), figsize=(6 * len(workloads), 5), squeeze=False)
+    for ax, workload in zip(axes[0], workloads, strict=True):
+        mine = [b for b in bars if b[0] == workload]
+        ys = range(len(mine))
+        ax.barh(list(ys), [b[2] for b in mine], xerr=[[b[3] for b in mine], [b[4] for b in mine]],
+                color=["tab:green" if b[1].startswith("modelctl") else "tab:grey" for b in mine],
+                capsize=3)
+        ax.set_yticks(list(ys), [b[1] for b in mine], fontsize=7)
+        ax.set_xlabel("server CPU per request (ms)")
+        ax.set_title(f"{workload}: CPU per request")
+        ax.grid(True, axis="x", alpha=0.3)
+    fig.tight_layout()
+    path = out_dir / "peers-cpu.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plot_all(results_path: Path, out_dir: Path) -> list[Path]:
-    """One PNG per workload in ``results_path`` (a ``peers.json``)."""
+    """One PNG per workload in ``results_path`` (a ``peers.json``), and the CPU bars."""
     results = json.loads(results_path.read_text())
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = []
     for part in results["workloads"]:
         title = part["key"] + (f" ({part['device']})" if part.get("device") else "")
         paths.append(plot_workload(part, out_dir, title))
-    return paths
+    cpu = plot_cpu(results, out_dir)
+    return [*paths, cpu] if cpu else paths
 
 
 def main(argv: list[str]) -> int:

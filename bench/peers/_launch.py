@@ -18,7 +18,8 @@ from bench.peers._configs import MAX_BATCH_SIZE, PeerConfig
 from tests.support.procs import ManagedProcess, free_port, wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-PEERS_VENV = REPO / "bench" / ".venv-peers"
+VENV_DIRS = {"peers": REPO / "bench" / ".venv-peers",
+             "peers-np1": REPO / "bench" / ".venv-peers-np1"}
 READY_TIMEOUT_S = 180.0
 
 
@@ -42,11 +43,12 @@ class RunningServer:
     """A started server: where to send requests, its CPU time, its batch counters."""
 
     def __init__(self, config: PeerConfig, base_url: str, predict_url: str,
-                 proc: ManagedProcess) -> None:
+                 proc: ManagedProcess, metrics_url: str = "") -> None:
         self.config = config
         self.base_url = base_url
         self.predict_url = predict_url
         self.proc = proc
+        self.metrics_url = metrics_url or f"{base_url}/metrics"
         self._known: dict[int, psutil.Process] = {}
 
     def _tree(self) -> list[psutil.Process]:
@@ -75,11 +77,25 @@ class RunningServer:
 
             return Server(self.base_url, self.predict_url, self.proc).batch_totals()
         if self.config.server == "mosec":
-            return mosec_batch_totals(httpx.get(f"{self.base_url}/metrics", timeout=10).text)
+            return mosec_batch_totals(httpx.get(self.metrics_url, timeout=10).text)
+        if self.config.server == "pytriton":
+            return triton_batch_totals(httpx.get(self.metrics_url, timeout=10).text)
+        if self.config.server == "infinity":
+            return None  # Infinity exports HTTP metrics only, no batch counts
         reply = httpx.post(f"{self.base_url}/bench/stats", json={}, timeout=10)
         reply.raise_for_status()
         stats = reply.json()
         return float(stats["items"]), float(stats["batches"])
+
+    def ready(self) -> bool:
+        """Whether the server answers: its health route where it has one, else its
+        batch counters."""
+        if self.config.server == "infinity":
+            return httpx.get(f"{self.base_url}/health", timeout=5).status_code == 200
+        if self.config.server == "pytriton":
+            ready = httpx.get(f"{self.base_url}/v2/models/bench/ready", timeout=5)
+            return ready.status_code == 200 and self.batch_totals() is not None
+        return self.batch_totals() is not None
 
     def stop(self) -> None:
         """SIGTERM to the server's own process first (Ray's driver must shut its cluster
@@ -107,16 +123,35 @@ def mosec_batch_totals(metrics: str) -> tuple[float, float]:
     return totals["sum"], totals["count"]
 
 
-def peers_python() -> Path:
-    python = PEERS_VENV / "bin" / "python"
+def triton_batch_totals(metrics: str) -> tuple[float, float]:
+    """(items, executions) from Triton's ``nv_inference_count`` and
+    ``nv_inference_exec_count`` counters, summed over models and versions (Triton's
+    ``src/metrics.cc``)."""
+    totals = {"nv_inference_count": 0.0, "nv_inference_exec_count": 0.0}
+    seen = False
+    for line in metrics.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in totals:
+            totals[name] += float(line.rsplit(" ", 1)[1])
+            seen = True
+    if not seen:
+        raise ValueError("no nv_inference_count in Triton's metrics (no model loaded yet?)")
+    return totals["nv_inference_count"], totals["nv_inference_exec_count"]
+
+
+def venv_python(venv: str) -> Path:
+    """The interpreter of a peers virtualenv (``peers`` or ``peers-np1``)."""
+    python = VENV_DIRS[venv] / "bin" / "python"
     if not python.exists():
         raise FileNotFoundError(f"{python} is missing: run bench/peers/setup.sh first")
     return python
 
 
-def argv_env(config: PeerConfig, workload: Workload, port: int,
-             python: Path) -> tuple[list[str], dict[str, str], str]:
-    """The command line, environment and predict path of a peer serving ``workload``."""
+def argv_env(config: PeerConfig, workload: Workload, port: int, python: Path,
+             aux_ports: tuple[int, int] = (0, 0)) -> tuple[list[str], dict[str, str], str]:
+    """The command line, environment and predict path of a peer serving ``workload``.
+
+    ``aux_ports`` are the two more ports Triton listens on (gRPC, metrics)."""
     model_dir = workload.model_dir
     common = ["--workload", workload.name, "--model_dir", model_dir,
               "--latency_ms", str(workload.latency_ms), "--device", workload.device]
@@ -156,6 +191,24 @@ def argv_env(config: PeerConfig, workload: Workload, port: int,
                 "--port", str(port), "--timeout",
                 str(config.kind.settings["timeout_ms"]), "--log-level", "warning"]
         return argv, env, "/inference"
+    if config.server == "pytriton":
+        grpc_port, metrics_port = aux_ports
+        argv = [str(python), "-m", "bench.peers.pytriton_service", *common,
+                "--http_port", str(port), "--grpc_port", str(grpc_port),
+                "--metrics_port", str(metrics_port), "--max_batch_size", str(MAX_BATCH_SIZE),
+                "--max_queue_delay_us", f"{config.knob_value:.0f}"]
+        return argv, env, "/v2/models/bench/infer"
+    if config.server == "infinity":
+        if workload.name != "embedding":
+            raise ValueError("infinity serves the embedding workload only")
+        # Infinity's CLI (``infinity_emb v2``), every setting given on the command line.
+        argv = [str(python.parent / "infinity_emb"), "v2", "--model-id", model_dir,
+                "--served-model-name", "bench", "--batch-size", f"{config.knob_value:.0f}",
+                "--engine", "torch", "--no-trust-remote-code", "--model-warmup",
+                "--no-vector-disk-cache", "--device", workload.device,
+                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+        env.update({"DO_NOT_TRACK": "1", "INFINITY_ANONYMOUS_USAGE_STATS": "0"})
+        return argv, env, "/embeddings"
     raise ValueError(f"no launcher for {config.server}")
 
 
@@ -166,18 +219,20 @@ def serve(config: PeerConfig, workload: Workload, log_dir: Path) -> Iterator[Run
         with _serve_modelctl(config, workload) as server:
             yield server
         return
-    port = free_port()
-    python = peers_python() if config.kind.venv == "peers" else Path(sys.executable)
-    argv, env, path = argv_env(config, workload, port, python)
+    port, aux_ports = free_port(), (free_port(), free_port())
+    python = Path(sys.executable) if config.kind.venv == "project" else \
+        venv_python(config.kind.venv)
+    argv, env, path = argv_env(config, workload, port, python, aux_ports)
     name = f"{config.server}-{workload.key}-{port}"
     proc = ManagedProcess(name, argv, log_dir=log_dir, env=env, cwd=REPO)
     base = f"http://127.0.0.1:{port}"
-    server = RunningServer(config, base, base + path, proc)
+    metrics = f"http://127.0.0.1:{aux_ports[1]}/metrics" if config.server == "pytriton" else ""
+    server = RunningServer(config, base, base + path, proc, metrics)
     try:
         def is_up() -> bool:
             if proc.poll() is not None:
                 raise RuntimeError(f"{name} exited with {proc.poll()}:\n{proc.output_tail()}")
-            return server.batch_totals() is not None
+            return server.ready()
 
         try:
             wait_for(is_up, timeout_s=READY_TIMEOUT_S, interval_s=0.25, what=f"{name} ready")

@@ -6,7 +6,7 @@ import contextlib
 import json
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -18,17 +18,20 @@ import psutil
 from bench._spread import spread
 from bench.loadgen import run_open_loop
 from bench.peers._configs import (
-    LOOSE_P99_MS,
     PeerConfig,
+    cpu_row,
     passes_slo,
+    saturation_rps,
     should_stop,
+    slo_p99_ms,
     sustained_load,
 )
 from bench.peers._launch import RunningServer, Workload, serve
 from tests.support.procs import wait_for
 
 SPREAD_KEYS = ("throughput_rps", "success_ratio", "p50_ms", "p90_ms", "p99_ms", "max_ms",
-               "mean_batch", "server_cpu_s", "server_cpu_cores", "send_lag_p99_ms")
+               "mean_batch", "server_cpu_s", "server_cpu_cores", "cpu_ms_per_request",
+               "send_lag_p99_ms")
 
 
 @dataclass(frozen=True)
@@ -62,9 +65,16 @@ def texts(kind: str, n: int = 512) -> list[str]:
     return [" ".join(words[j % len(words)] for j in range(4 + (i * 7) % 60)) for i in range(n)]
 
 
-def bodies_for(workload: Workload) -> list[bytes]:
-    """One V1 request per item, as every server takes it: ``{"instances": [item]}``."""
+def bodies_for(workload: Workload, server: str = "modelctl") -> list[bytes]:
+    """One request per item, in the protocol the server speaks: a V1 body
+    (``{"instances": [item]}``) for most, KServe V2 for Triton, an OpenAI-style
+    embeddings body for Infinity."""
     items = ["x"] if workload.texts is None else texts(workload.texts)
+    if server == "pytriton":
+        return [json.dumps({"inputs": [{"name": "INPUT", "datatype": "BYTES", "shape": [1, 1],
+                                        "data": [item]}]}).encode() for item in items]
+    if server == "infinity":
+        return [json.dumps({"model": "bench", "input": [item]}).encode() for item in items]
     return [json.dumps({"instances": [item]}).encode() for item in items]
 
 
@@ -123,6 +133,7 @@ def measure_run(server: RunningServer, rate: float, bodies: Sequence[bytes],
     if totals0 is not None and totals1 is not None and totals1[1] > totals0[1]:
         mean_batch = (totals1[0] - totals0[0]) / (totals1[1] - totals0[1])
     lat = result.latency_ok
+    sent_all = len(result.samples.status)  # warm-up included, as the CPU reading is
     return {
         "offered_rps": rate,
         "throughput_rps": result.throughput_rps,
@@ -133,6 +144,8 @@ def measure_run(server: RunningServer, rate: float, bodies: Sequence[bytes],
         "mean_batch": mean_batch,
         "server_cpu_s": cpu_s,
         "server_cpu_cores": cpu_s / wall_s,
+        # The whole run's CPU (warm-up included) over every request it sent.
+        "cpu_ms_per_request": 1000.0 * cpu_s / sent_all if sent_all else None,
         "wall_s": wall_s,
         "send_lag_p99_ms": _ms(result.send_lag.p99_s),
         "on_schedule": result.is_on_schedule(),
@@ -194,10 +207,11 @@ def run_ladder(config: PeerConfig, workload: Workload, loads: Sequence[float],
     down until one does, so that a slow server's capacity is a number, not "< 50".
     No load point starts after ``deadline`` (a ``time.monotonic()`` value).
     """
-    bodies = bodies_for(workload)
+    bodies = bodies_for(workload, config.server)
+    slo = slo_p99_ms(workload.name)
     rows: list[dict[str, Any]] = []
     if deadline is not None and time.monotonic() > deadline:
-        return _line(config, protocol, rows, loads, restarts=0, start_s=[])
+        return _line(config, workload, protocol, rows, loads, restarts=0, start_s=[])
     session = ServerSession(config, workload, log_dir)
 
     def measure(rate: float) -> dict[str, Any]:
@@ -214,23 +228,26 @@ def run_ladder(config: PeerConfig, workload: Workload, loads: Sequence[float],
             if deadline is not None and time.monotonic() > deadline:
                 break
             measure(rate)
-            if should_stop(rows, protocol.saturated_points):
+            if should_stop(rows, protocol.saturated_points, slo):
                 break
-        if not any(passes_slo(r) for r in rows):
+        if not any(passes_slo(r, slo) for r in rows):
             for rate in sorted((x for x in low_loads if x < min(loads)), reverse=True):
                 if deadline is not None and time.monotonic() > deadline:
                     break
-                if passes_slo(measure(rate)):
+                if passes_slo(measure(rate), slo):
                     break
     finally:
         session.close()
-    return _line(config, protocol, rows, loads, session.restarts, session.start_s)
+    return _line(config, workload, protocol, rows, loads, session.restarts, session.start_s)
 
 
-def _line(config: PeerConfig, protocol: RunProtocol, rows: list[dict[str, Any]],
-          loads: Sequence[float], restarts: int, start_s: list[float]) -> dict[str, Any]:
+def _line(config: PeerConfig, workload: Workload, protocol: RunProtocol,
+          rows: list[dict[str, Any]], loads: Sequence[float], restarts: int,
+          start_s: list[float]) -> dict[str, Any]:
     """One server's line of results: its configuration, load points and capacity."""
     rows.sort(key=lambda r: float(r["offered_rps"]))
+    slo = slo_p99_ms(workload.name)
+    cpu = cpu_row(rows)
     return {
         "label": config.label,
         "server": config.server,
@@ -239,8 +256,12 @@ def _line(config: PeerConfig, protocol: RunProtocol, rows: list[dict[str, Any]],
         "protocol": asdict(protocol),
         "rows": rows,
         "loads_not_run": [x for x in loads if x not in {r["offered_rps"] for r in rows}],
-        "sustained_rps": sustained_load(rows),
-        "sustained_loose_rps": sustained_load(rows, LOOSE_P99_MS),
+        "protocol_used": config.kind.protocol,
+        "slo_p99_ms": slo,
+        "sustained_rps": sustained_load(rows, slo),
+        "saturation_rps": saturation_rps(rows),
+        "cpu_at_rps": None if cpu is None else cpu["offered_rps"],
+        "cpu_ms_per_request": _median_of(cpu, "cpu_ms_per_request"),
         "restarts": restarts,
         "start_s": start_s,
     }
@@ -253,6 +274,11 @@ def _progress(config: PeerConfig, workload: Workload, row: dict[str, Any]) -> st
     return (f"{workload.key:<16} {config.label:<52} {row['offered_rps']:>6.0f} req/s: "
             f"{med('throughput_rps'):6.0f} ok/s  p99 {med('p99_ms'):7.0f} ms  "
             f"ok {med('success_ratio'):.3f}  batch {med('mean_batch'):5.1f}")
+
+
+def _median_of(row: Mapping[str, Any] | None, key: str) -> float | None:
+    cell = None if row is None else row.get(key)
+    return None if not cell else float(cell["median"])
 
 
 def _ms(seconds: float | None) -> float | None:
