@@ -8,7 +8,8 @@ PYTEST_ARGS ?=
 # mypy --strict: the pure cores (batching, decide, state, plan, judge, durations) and
 # every package's public surface.
 STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
-	rollout/analysis/_judge.py registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
+	rollout/analysis/_judge.py rollout/analysis/_sequential.py rollout/analysis/_traffic.py \
+	registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
 	devstack/__init__.py deploycheck/__init__.py rollout/backends/_kserve/_queue.py \
 	capacity/_profile.py capacity/_planfile.py capacity/_sim.py capacity/_plan.py \

@@ -7,7 +7,8 @@ they share, ``cli/_rollout_view.py`` the rendering.
 
 from __future__ import annotations
 
-from typing import Annotated
+import dataclasses
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +27,10 @@ from cli._rollout_args import (
     show,
 )
 from cli._rollout_verbs import pause, promote, resume, rollback, run
+
+if TYPE_CHECKING:
+    from rollout import StepResult
+    from rollout.analysis._traffic import TrafficNeeds
 
 app = typer.Typer(
     name="rollout",
@@ -85,7 +90,12 @@ def start(
     from common import parse_duration_s
     from registry import parse_ref
     from rollout import Plan, parse_steps, start_rollout
-    from rollout.analysis import AnalysisContext, analysis_spec, prepare_analysis
+    from rollout.analysis import (
+        AnalysisContext,
+        analysis_spec,
+        prepare_analysis,
+        stable_traffic_needs,
+    )
 
     plan = Plan(parse_steps(steps), parse_duration_s(interval), failure_limit)
     model, ref = parse_ref(to)
@@ -100,13 +110,34 @@ def start(
 
         check_shadow_pass(reg, model, reg.resolve(model, ref))
     prometheus_url = prometheus_for(backend, prometheus_url)
+    checked = None
     if prometheus_url:  # ask Prometheus every query once: a bad one fails here, not later
         version = str(reg.resolve(model, ref))
         ctx = AnalysisContext(backend.namespace, isvc, version, version, plan.interval_s)
-        prepare_analysis(spec or analysis_spec(), prometheus_url, ctx)
+        checked = prepare_analysis(spec or analysis_spec(), prometheus_url, ctx)
     result = start_rollout(backend, reg, model=model, ref=ref, plan=plan,
                            analysis_yaml=analysis_yaml, dry_run=dry_run)
+    if checked is not None:  # can the traffic stable serves now ever promote this plan?
+        stable = str(result.state.stable_version)
+        ctx = AnalysisContext(backend.namespace, isvc, stable, stable, plan.interval_s)
+        result = _with_traffic_notes(result, stable_traffic_needs(checked, ctx, plan.steps_pct))
     show(result, json_out)
+
+
+def _with_traffic_notes(result: StepResult, needs: TrafficNeeds | None) -> StepResult:
+    """The traffic check's findings, as notes of the start's result."""
+    if needs is None:
+        note = "could not measure stable's traffic: no estimate of when this can promote"
+        return dataclasses.replace(result, notes=(*result.notes, note))
+    notes = [f"traffic: {n}" for n in needs.notes]
+    if needs.holds_forever:
+        notes.append(f"at {needs.requests_per_interval:.0f} requests an interval this rollout "
+                     "will hold and never promote; it needs at least "
+                     f"{needs.min_requests_per_interval:.0f}")
+    elif needs.intervals_to_promote is not None:
+        notes.append(f"an equal canary would promote after about {needs.intervals_to_promote} "
+                     f"interval(s) at {needs.requests_per_interval:.0f} requests an interval")
+    return dataclasses.replace(result, notes=(*result.notes, *notes))
 
 
 def status(

@@ -16,12 +16,16 @@ Rules, at each tick of a progressing rollout:
 * the window has not lasted one interval: hold;
 * analysis Pass: next step, or promote after the last step;
 * Fail: count it; at the failure limit, roll back; else hold one more interval;
-* Inconclusive (too few requests, no data, Prometheus unreachable): hold one
-  more interval; never promote.
+* Inconclusive only because the sequential judge's evidence is still
+  accumulating (``AnalysisResult.healthy``): next step, but never promote: at the
+  last step hold one more interval;
+* any other Inconclusive (too few requests, no data, Prometheus unreachable):
+  hold one more interval; never promote.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from common import format_duration_s
@@ -123,20 +127,39 @@ def _tick(state: RolloutState, seen: Observation, now: float,
                        wait_s=left)
     if analysis is None:
         return Outcome(state, waiting="analysing", needs_analysis=True)
-    return _act_on_analysis(state.evolve(last_analysis=analysis), now, analysis)
+    # The evidence lives in the state once; the stored result keeps only the verdicts.
+    evidence = {**state.evidence, **analysis.evidence}
+    stored = dataclasses.replace(analysis, evidence={})
+    return _act_on_analysis(state.evolve(last_analysis=stored, evidence=evidence), now,
+                            analysis)
+
+
+def next_move(analysis: AnalysisResult, last_step: bool) -> str:
+    """What an analysis asks of a rollout at its last step or before: ``promote``,
+    ``advance``, ``fail`` (count one failure) or ``hold`` (one more interval)."""
+    if analysis.verdict is Verdict.FAIL:
+        return "fail"
+    if analysis.verdict is Verdict.PASS:
+        return "promote" if last_step else "advance"
+    # Inconclusive: a healthy one (the evidence still accumulating) may take the next
+    # step, which adds traffic and evidence; promotion always waits for a Pass.
+    return "advance" if analysis.healthy and not last_step else "hold"
 
 
 def _act_on_analysis(state: RolloutState, now: float, analysis: AnalysisResult) -> Outcome:
-    """Carry out the verdict: Pass moves to the next step (or promotes after the last),
-    Fail is counted and rolls back at the limit, Inconclusive holds one more interval."""
+    """Carry out ``next_move``: promote or step on, count a failure (rolling back at the
+    limit), or hold one more interval."""
     weight = state.weight_pct
     numbers = analysis_numbers(analysis)
     summary = summarize(analysis)
-    if analysis.verdict is Verdict.PASS:
-        if state.plan.is_last(state.step_index):
-            return _promoted(state, now, f"analysis passed at {weight}% ({summary})", numbers)
-        return _advance(state, now, f"analysis passed at {weight}% ({summary})", numbers)
-    if analysis.verdict is Verdict.FAIL:
+    move = next_move(analysis, state.plan.is_last(state.step_index))
+    if move == "promote":
+        return _promoted(state, now, f"analysis passed at {weight}% ({summary})", numbers)
+    if move == "advance":
+        how = "passed" if analysis.verdict is Verdict.PASS else \
+            "healthy, evidence accumulating,"
+        return _advance(state, now, f"analysis {how} at {weight}% ({summary})", numbers)
+    if move == "fail":
         failures = state.failures + 1
         limit = state.plan.failure_limit
         numbers = {**numbers, "failures": failures, "failure_limit": limit}
@@ -150,11 +173,12 @@ def _act_on_analysis(state: RolloutState, now: float, analysis: AnalysisResult) 
         new = state.evolve(failures=failures, interval_started_at=now).recorded(held)
         return Outcome(new, SaveState(), (held,), waiting="holding after a failed analysis",
                        wait_s=state.plan.interval_s)
+    what = "healthy, not yet within tolerance" if analysis.healthy else "inconclusive"
     held = _decision(state, now, "AnalysisInconclusive",
-                     f"analysis inconclusive at {weight}% ({summary}); holding", numbers)
+                     f"analysis {what} at {weight}% ({summary}); holding", numbers)
     new = state.evolve(inconclusive=state.inconclusive + 1,
                        interval_started_at=now).recorded(held)
-    return Outcome(new, SaveState(), (held,), waiting="holding: analysis inconclusive",
+    return Outcome(new, SaveState(), (held,), waiting=f"holding: analysis {what}",
                    wait_s=state.plan.interval_s)
 
 

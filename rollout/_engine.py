@@ -60,7 +60,7 @@ def analysis_context(state: RolloutState) -> AnalysisContext:
     return AnalysisContext(
         namespace=state.namespace, isvc=state.isvc,
         stable_version=str(state.stable_version), canary_version=str(state.canary_version),
-        interval_s=state.plan.interval_s,
+        interval_s=state.plan.interval_s, evidence=state.evidence,
     )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from rollout._errors import RolloutError
 from rollout._plan import Plan
 from rollout.analysis._results import AnalysisResult
+from rollout.analysis._sequential import Evidence
 
 MODEL_ANNOTATION = "modelctl.io/model"
 VERSION_ANNOTATION = "modelctl.io/version"
@@ -115,6 +116,9 @@ class RolloutState:
     aliases_synced: bool = False
     analysis_yaml: str | None = None
     backend_data: Mapping[str, str] = field(default_factory=dict)
+    # The sequential judge's evidence by metric: every interval of this canary, across
+    # steps and resumed runs (a new canary version is a new rollout, with none).
+    evidence: Mapping[str, Evidence] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not 0 <= self.step_index <= self.plan.last_index:
@@ -181,6 +185,7 @@ class RolloutState:
             "aliases_synced": self.aliases_synced,
             "analysis_yaml": self.analysis_yaml,
             "backend_data": dict(self.backend_data),
+            "evidence": {name: e.to_dict() for name, e in self.evidence.items()},
         }
 
     def to_json(self) -> str:
@@ -220,6 +225,8 @@ class RolloutState:
             aliases_synced=bool(data.get("aliases_synced", False)),
             analysis_yaml=data.get("analysis_yaml"),
             backend_data={str(k): str(v) for k, v in (data.get("backend_data") or {}).items()},
+            evidence={str(k): Evidence.from_dict(v)
+                      for k, v in (data.get("evidence") or {}).items()},
         )
 
     @classmethod

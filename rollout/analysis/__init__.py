@@ -24,7 +24,7 @@ from rollout.analysis._source import MetricSource
 if TYPE_CHECKING:
     from rollout.analysis._analysis import Analysis, AnalysisSpec, load_analysis, parse_analysis
     from rollout.analysis._prometheus import PrometheusSource
-    from rollout.analysis._setup import analysis_spec, prepare_analysis
+    from rollout.analysis._setup import analysis_spec, prepare_analysis, stable_traffic_needs
 
 # The analysis pulls in scipy and the Prometheus client (seconds to import); load them
 # on first use so that `modelctl rollout status` and friends start fast.
@@ -36,6 +36,7 @@ _LAZY = {
     "PrometheusSource": "rollout.analysis._prometheus",
     "analysis_spec": "rollout.analysis._setup",
     "prepare_analysis": "rollout.analysis._setup",
+    "stable_traffic_needs": "rollout.analysis._setup",
 }
 
 
@@ -56,4 +57,5 @@ __all__ = [
     "load_analysis",
     "parse_analysis",
     "prepare_analysis",
+    "stable_traffic_needs",
 ]

@@ -33,6 +33,7 @@ from rollout.analysis._judge import (
     Measurement,
     StatTest,
     judge_metric,
+    judge_rollout,
     overall_verdict,
     samples_from_buckets,
 )
@@ -44,15 +45,23 @@ from rollout.analysis._promql import (
     render,
 )
 from rollout.analysis._results import AnalysisContext, AnalysisResult, MetricResult
+from rollout.analysis._sequential import Evidence
 from rollout.analysis._source import MetricSource
 
 DEFAULT_ANALYSIS = "default_analysis.yaml"
 _QUERY_KEYS = ("query", "count_query", "events_query", "samples_query")
-_CHECK_KEYS = ("max", "max_increase", "max_ratio", "min_requests", "alpha")
+_CHECK_KEYS = ("max", "max_increase", "max_ratio", "min_requests", "alpha", "beta")
 _METRIC_KEYS = ("name", *_QUERY_KEYS, "samples", "samples_step_s", *_CHECK_KEYS, "test")
-_DEFAULT_KEYS = ("min_requests", "alpha")
-_TOP_KEYS = ("defaults", "metrics")
+_DEFAULT_KEYS = ("min_requests", "alpha", "beta")
+_TOP_KEYS = ("judge", "defaults", "metrics")
 _NO_STEP = tuple(p for p in PLACEHOLDERS if p != "step")
+
+
+class JudgeKind(enum.StrEnum):
+    """What a test's comparison is made on."""
+
+    SEQUENTIAL = "sequential"  # the rollout's evidence so far (the default)
+    INTERVAL = "interval"  # each interval alone
 
 
 class SamplesKind(enum.StrEnum):
@@ -118,6 +127,7 @@ class AnalysisSpec:
 
     metrics: tuple[MetricSpec, ...]
     source: str = "<analysis>"
+    judge: JudgeKind = JudgeKind.SEQUENTIAL
 
     def __post_init__(self) -> None:
         if not self.metrics:
@@ -166,7 +176,13 @@ def _build(doc: Any, source: str) -> AnalysisSpec:
     if not isinstance(metrics, list) or not metrics:
         raise AnalysisSpecError("'metrics' must be a non-empty list")
     specs = tuple(_metric({**defaults, **_mapping(m, i)}, i) for i, m in enumerate(metrics, 1))
-    return AnalysisSpec(metrics=specs, source=source)
+    judge = doc.get("judge", JudgeKind.SEQUENTIAL.value)
+    try:
+        kind = JudgeKind(judge)
+    except ValueError:
+        options = ", ".join(k.value for k in JudgeKind)
+        raise AnalysisSpecError(f"judge must be one of {options}, got {judge!r}") from None
+    return AnalysisSpec(metrics=specs, source=source, judge=kind)
 
 
 def _mapping(item: Any, index: int) -> dict[str, Any]:
@@ -214,7 +230,7 @@ def _metric(data: dict[str, Any], index: int) -> MetricSpec:
     query = text("query")
     if query is None:
         raise AnalysisSpecError(f"{label}: needs a 'query'")
-    min_requests, alpha = number("min_requests"), number("alpha")
+    min_requests, alpha, beta = number("min_requests"), number("alpha"), number("beta")
     check = Check(
         name=name,
         max=number("max"),
@@ -223,6 +239,7 @@ def _metric(data: dict[str, Any], index: int) -> MetricSpec:
         min_requests=0.0 if min_requests is None else min_requests,
         test=choice("test", StatTest, StatTest.NONE),
         alpha=0.01 if alpha is None else alpha,
+        beta=0.25 if beta is None else beta,
     )
     return MetricSpec(
         check=check,
@@ -268,7 +285,8 @@ class Analysis:
         self._clock = clock
 
     def analyze(self, ctx: AnalysisContext) -> AnalysisResult:
-        """Run every check now over the last ``ctx.interval_s`` seconds.
+        """Run every check now over the last ``ctx.interval_s`` seconds, on top of the
+        rollout's evidence in ``ctx.evidence`` (the sequential judge).
 
         A source failure makes the metric Inconclusive (with the reason); a query
         the source rejects raises ``AnalysisSpecError`` naming the metric.
@@ -276,11 +294,20 @@ class Analysis:
         at = self._clock()
         ask = _Asker(self._source)
         results: list[MetricResult] = []
+        evidence: dict[str, Evidence] = {}
         for metric in self.spec.metrics:
             canary = self._observe(metric, ctx, "canary", at, ask)
             stable = self._observe(metric, ctx, "stable", at, ask)
-            results.append(judge_metric(metric.check, canary, stable))
-        return AnalysisResult(overall_verdict(results), tuple(results), at=self._clock())
+            if self.spec.judge is JudgeKind.INTERVAL:
+                results.append(judge_metric(metric.check, canary, stable))
+                continue
+            result, total = judge_rollout(metric.check, canary, stable,
+                                          ctx.evidence.get(metric.name))
+            results.append(result)
+            if total is not None:
+                evidence[metric.name] = total
+        return AnalysisResult(overall_verdict(results), tuple(results), at=self._clock(),
+                              evidence=evidence)
 
     def validate(self, ctx: AnalysisContext) -> None:
         """Ask the source every query once (for the canary) so a query it rejects is
@@ -290,6 +317,10 @@ class Analysis:
         ask = _Asker(self._source)
         for metric in self.spec.metrics:
             self._measure(metric, ctx, "canary", at, ask)
+
+    def measure(self, metric: MetricSpec, ctx: AnalysisContext, role: str) -> Measurement:
+        """One metric for one role ("canary" or "stable") now; a source failure is data."""
+        return self._observe(metric, ctx, role, self._clock(), _Asker(self._source))
 
     def _observe(
         self, metric: MetricSpec, ctx: AnalysisContext, role: str, at: float, ask: _Asker

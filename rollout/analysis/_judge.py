@@ -15,10 +15,16 @@ The order of judgement for one metric (``judge_metric``):
    test, Fail only if the canary is *significantly* worse (one-sided p < ``alpha``)
    *and* the effect size exceeds the tolerance, so a tiny but significant
    difference never fails a rollout (Kayenta's rule).
+
+``judge_metric`` judges one interval alone (``judge: interval``). ``judge_rollout``
+(``judge: sequential``, the default) follows the same order but makes the comparison
+of step 5, for a test, on the evidence of the whole rollout (``_sequential.py``): it
+adds the interval to the metric's running ``Evidence`` and returns the new total.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from collections.abc import Iterable, Mapping
@@ -29,6 +35,7 @@ from scipy import stats
 
 from rollout._errors import AnalysisSpecError
 from rollout.analysis._results import MetricResult, Verdict
+from rollout.analysis._sequential import Evidence, Tally, bounds, mean_estimate, rate_estimate
 
 # Fewer samples than this and Mann-Whitney cannot reach any useful significance
 # (3 vs 3 gives at best p = 0.05).
@@ -57,6 +64,7 @@ class Check:
     min_requests: float = 0.0
     test: StatTest = StatTest.NONE
     alpha: float = 0.01
+    beta: float = 0.25
 
     def __post_init__(self) -> None:
         def bad(message: str) -> AnalysisSpecError:
@@ -64,7 +72,7 @@ class Check:
 
         if not self.name:
             raise AnalysisSpecError("a metric needs a non-empty name")
-        for key in ("max", "max_increase", "max_ratio", "min_requests", "alpha"):
+        for key in ("max", "max_increase", "max_ratio", "min_requests", "alpha", "beta"):
             value = getattr(self, key)
             if value is not None and not math.isfinite(value):
                 raise bad(f"{key} must be a finite number, got {value}")
@@ -76,8 +84,9 @@ class Check:
             raise bad(f"max_ratio must be > 0, got {self.max_ratio}")
         if self.min_requests < 0:
             raise bad(f"min_requests must be >= 0, got {self.min_requests}")
-        if not 0 < self.alpha < 1:
-            raise bad(f"alpha must be between 0 and 1, got {self.alpha}")
+        for key in ("alpha", "beta"):  # one-sided error levels
+            if not 0 < getattr(self, key) < 0.5:
+                raise bad(f"{key} must be between 0 and 0.5, got {getattr(self, key)}")
 
     @property
     def tolerance(self) -> float | None:
@@ -117,40 +126,110 @@ def overall_verdict(results: Iterable[MetricResult]) -> Verdict:
 
 
 def judge_metric(check: Check, canary: Measurement, stable: Measurement) -> MetricResult:
-    """Judge one metric; see the module docstring for the order of the rules."""
-
-    def result(
-        verdict: Verdict, reason: str, statistics: Mapping[str, float] | None = None
-    ) -> MetricResult:
-        return MetricResult(
-            name=check.name,
-            verdict=verdict,
-            canary=canary.value,
-            stable=stable.value,
-            threshold=check.max,
-            tolerance=check.tolerance,
-            reason=reason,
-            statistics={k: v for k, v in (statistics or {}).items() if math.isfinite(v)},
-        )
-
-    missing = _unmeasured("canary", check, canary)
-    if missing:
-        return result(Verdict.INCONCLUSIVE, missing)
-    assert canary.value is not None  # _unmeasured checked it
-    if check.max is not None and canary.value > check.max:
-        return result(Verdict.FAIL, f"canary {canary.value:.4g} > max {check.max:.4g}")
-    if not check.needs_stable:
-        limit = f" <= max {check.max:.4g}" if check.max is not None else ""
-        return result(Verdict.PASS, f"canary {canary.value:.4g}{limit}")
-    missing = _unmeasured("stable", check, stable)
-    if missing:
-        return result(Verdict.INCONCLUSIVE, missing)
+    """Judge one metric on one interval; see the module docstring for the rules."""
+    early = _before_comparing(check, canary, stable)
+    if early is not None:
+        return early
     compare = {
         StatTest.NONE: _points,
         StatTest.TWO_PROPORTION: _proportions,
         StatTest.MANN_WHITNEY: _ranks,
     }[check.test]
-    return result(*compare(check, canary, stable))
+    return _result(check, canary, stable, *compare(check, canary, stable))
+
+
+def judge_rollout(check: Check, canary: Measurement, stable: Measurement,
+                  evidence: Evidence | None) -> tuple[MetricResult, Evidence | None]:
+    """Judge one metric on the rollout's evidence so far plus this interval.
+
+    Fail when the whole rollout's evidence shows the canary worse; Pass when it bounds
+    the regression within the tolerance and the interval is healthy (its own test,
+    ``judge_metric``, does not fail it); Inconclusive otherwise: *accumulating* when
+    the interval is healthy, so that the engine may step on, not when it is not.
+
+    Returns the result and the new evidence: ``evidence`` with this interval added
+    when both versions were measured (even if too few requests to judge the
+    interval), else ``evidence`` unchanged. Metrics without a test keep no evidence.
+    """
+    if check.test is StatTest.NONE:
+        return judge_metric(check, canary, stable), None
+    total = evidence or Evidence()
+    if canary.error is None and stable.error is None:
+        total = total.plus(_tally(check, canary), _tally(check, stable))
+    early = _before_comparing(check, canary, stable)
+    if early is not None:
+        return early, total
+    if check.test is StatTest.TWO_PROPORTION:
+        estimate = rate_estimate(total, check.max_increase, check.max_ratio)
+    else:
+        estimate = mean_estimate(total, check.max_increase, check.max_ratio, MIN_SAMPLES)
+    if estimate is None:
+        return _result(check, canary, stable, Verdict.INCONCLUSIVE,
+                       f"not enough evidence yet over {total.intervals} interval(s)", {}), total
+    found = bounds(estimate, check.alpha, check.beta)
+    unit = "requests" if check.test is StatTest.TWO_PROPORTION else "samples"
+    numbers = {**found.statistics(), "intervals": float(total.intervals),
+               f"canary_{unit}": total.canary.n, f"stable_{unit}": total.stable.n}
+    e = estimate
+    what = (f"over {total.intervals} interval(s) ({total.canary.n:.0f} canary, "
+            f"{total.stable.n:.0f} stable): {e.kind} {e.theta:.4g}, bounds "
+            f"[{found.lower:.4g}, {found.upper:.4g}], allowed {e.allowed:.4g}")
+    if found.worse:
+        return _result(check, canary, stable, Verdict.FAIL,
+                       f"{what}: worse at alpha {check.alpha:g}", numbers), total
+    alone = judge_metric(check, canary, stable)  # the interval by itself
+    if alone.verdict is Verdict.FAIL:  # an unhealthy interval neither passes nor steps on
+        return _result(check, canary, stable, Verdict.INCONCLUSIVE,
+                       f"{what}; this interval alone is worse ({alone.reason}): holding",
+                       numbers), total
+    if found.within:
+        return _result(check, canary, stable, Verdict.PASS,
+                       f"{what}: within tolerance at beta {check.beta:g}", numbers), total
+    result = _result(check, canary, stable, Verdict.INCONCLUSIVE,
+                     f"{what}: healthy so far, not yet within tolerance at beta "
+                     f"{check.beta:g}", numbers)
+    return dataclasses.replace(result, accumulating=True), total
+
+
+def _tally(check: Check, obs: Measurement) -> Tally:
+    """One interval's contribution to a version's totals."""
+    if check.test is StatTest.TWO_PROPORTION:
+        n = max(obs.requests or 0.0, 0.0)
+        return Tally(n=n, events=min(max(obs.events or 0.0, 0.0), n))
+    return Tally.of_samples(obs.samples)
+
+
+def _result(check: Check, canary: Measurement, stable: Measurement, verdict: Verdict,
+            reason: str, statistics: Mapping[str, float] | None = None) -> MetricResult:
+    return MetricResult(
+        name=check.name,
+        verdict=verdict,
+        canary=canary.value,
+        stable=stable.value,
+        threshold=check.max,
+        tolerance=check.tolerance,
+        reason=reason,
+        statistics={k: v for k, v in (statistics or {}).items() if math.isfinite(v)},
+    )
+
+
+def _before_comparing(check: Check, canary: Measurement,
+                      stable: Measurement) -> MetricResult | None:
+    """Rules 1-4 of the module docstring: a result, or None when it comes to comparing."""
+    missing = _unmeasured("canary", check, canary)
+    if missing:
+        return _result(check, canary, stable, Verdict.INCONCLUSIVE, missing)
+    assert canary.value is not None  # _unmeasured checked it
+    if check.max is not None and canary.value > check.max:
+        return _result(check, canary, stable, Verdict.FAIL,
+                       f"canary {canary.value:.4g} > max {check.max:.4g}")
+    if not check.needs_stable:
+        limit = f" <= max {check.max:.4g}" if check.max is not None else ""
+        return _result(check, canary, stable, Verdict.PASS, f"canary {canary.value:.4g}{limit}")
+    missing = _unmeasured("stable", check, stable)
+    if missing:
+        return _result(check, canary, stable, Verdict.INCONCLUSIVE, missing)
+    return None
 
 
 def _unmeasured(who: str, check: Check, obs: Measurement) -> str | None:

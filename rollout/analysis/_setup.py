@@ -10,12 +10,15 @@ fails the same way, before anything is written: a bad file or stored spec is an
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from rollout._errors import RolloutError
 from rollout.analysis._analysis import Analysis, AnalysisSpec, load_analysis, parse_analysis
+from rollout.analysis._judge import StatTest
 from rollout.analysis._prometheus import PrometheusSource
 from rollout.analysis._results import AnalysisContext
+from rollout.analysis._traffic import TrafficNeeds, traffic_needs
 
 NO_PROMETHEUS = ("no Prometheus to analyse with: pass --prometheus-url or set "
                  "MODELCTL_PROMETHEUS_URL")
@@ -41,3 +44,23 @@ def prepare_analysis(spec: AnalysisSpec, prometheus_url: str | None,
     analysis = Analysis(spec, PrometheusSource(prometheus_url))
     analysis.validate(ctx)
     return analysis
+
+
+def stable_traffic_needs(analysis: Analysis, ctx: AnalysisContext,
+                         steps_pct: Sequence[int]) -> TrafficNeeds | None:
+    """What the plan needs, at the traffic stable serves now (its requests over the last
+    interval, and its rate for each rate check; no series is no requests); None when
+    the source could not measure stable."""
+    requests, rates = 0.0, {}
+    for metric in analysis.spec.metrics:
+        if metric.check.test is StatTest.NONE or metric.count_query is None:
+            continue
+        seen = analysis.measure(metric, ctx, "stable")
+        if seen.error is not None:
+            return None
+        if seen.requests is None:  # no series at all: no requests yet
+            continue
+        requests = max(requests, seen.requests)
+        if metric.check.test is StatTest.TWO_PROPORTION and seen.requests > 0:
+            rates[metric.name] = min(max(seen.events or 0.0, 0.0), seen.requests) / seen.requests
+    return traffic_needs(analysis.spec, steps_pct, requests, rates)

@@ -10,8 +10,11 @@ from collections.abc import Callable, Iterable
 
 from common import PlatformError
 from rollout.analysis._results import AnalysisContext, AnalysisResult, MetricResult, Verdict
+from rollout.analysis._sequential import Evidence, Tally
 
-Script = Verdict | PlatformError
+# A script item: an Inconclusive that is healthy, its evidence still accumulating.
+ACCUMULATING = "accumulating"
+Script = Verdict | PlatformError | str
 
 
 class ScriptedAnalyzer:
@@ -30,10 +33,17 @@ class ScriptedAnalyzer:
         self.calls.append(ctx)
         if isinstance(item, PlatformError):
             raise item
-        canary = {Verdict.PASS: 0.001, Verdict.FAIL: 0.08, Verdict.INCONCLUSIVE: None}[item]
+        accumulating = item == ACCUMULATING
+        verdict = Verdict.INCONCLUSIVE if accumulating else Verdict(item)
+        canary = {Verdict.PASS: 0.001, Verdict.FAIL: 0.08, Verdict.INCONCLUSIVE: None}[verdict]
         metric = MetricResult(
-            name="error_rate", verdict=item, canary=canary, stable=0.001, threshold=0.01,
-            reason="" if item is Verdict.PASS else f"scripted {item.value}",
+            name="error_rate", verdict=verdict, canary=0.001 if accumulating else canary,
+            stable=0.001, threshold=0.01,
+            reason="" if verdict is Verdict.PASS else f"scripted {item}",
             statistics={"canary_requests": 500.0, "stable_requests": 4500.0},
+            accumulating=accumulating,
         )
-        return AnalysisResult(verdict=item, metrics=(metric,), at=self.clock())
+        # Each analysis adds one interval to the evidence it was given, as the judge does.
+        evidence = ctx.evidence.get("error_rate", Evidence()).plus(Tally(500, 0), Tally(4500, 0))
+        return AnalysisResult(verdict=verdict, metrics=(metric,), at=self.clock(),
+                              evidence={"error_rate": evidence})

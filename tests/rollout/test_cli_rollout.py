@@ -232,6 +232,18 @@ def test_analyze_and_run_until_the_deadline(knative_cli: Cli,
     assert state["inconclusive"] >= 1 and state["holder"] is None
 
 
+def test_start_says_when_the_traffic_can_never_promote(knative_cli: Cli,
+                                                       prometheus: PrometheusServer) -> None:
+    # This Prometheus scrapes nothing: stable serves no requests, so no step can ever
+    # gather the minimum sample, and start says so (the rollout still starts).
+    doc = knative_cli.json("start", ISVC, "--to", f"{MODEL}@2", "--prometheus-url",
+                           prometheus.url)
+    notes = "\n".join(doc["notes"])
+    assert "at 5% the canary gets 0 requests an interval, under min_requests 50" in notes
+    assert "this rollout will hold and never promote; it needs at least 1000" in notes
+    assert doc["phase"] == "Progressing"
+
+
 def test_killed_run_is_resumed_and_a_second_run_refuses(
         knative_cli: Cli, prometheus: PrometheusServer, tmp_path: Path) -> None:
     cli = knative_cli

@@ -30,7 +30,7 @@ from rollout import (
 from rollout._engine import run
 from rollout._errors import MetricSourceError
 from rollout.analysis._results import Verdict
-from tests.fakes.analyzer import ScriptedAnalyzer
+from tests.fakes.analyzer import ACCUMULATING, ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
 from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world
 
@@ -247,6 +247,34 @@ def test_inconclusive_holds_and_never_promotes(world: World) -> None:
     assert kinds == ["AnalysisInconclusive"] * 3
     assert _state(world)["phase"] == "Progressing" and _state(world)["inconclusive"] == 3
     assert "prometheus unreachable" in _state(world)["history"][-2]["message"]
+    assert _tick(world, engine, 60.0).decisions[0].kind == "Promoted"
+
+
+def test_healthy_but_unproven_steps_on_and_never_promotes(world: World) -> None:
+    _start(world)
+    script = [ACCUMULATING, ACCUMULATING, ACCUMULATING, ACCUMULATING, P]
+    engine = _engine(world, script)
+    _tick(world, engine)
+    kinds: list[str] = []
+    while len(kinds) < 4:
+        kinds += [d.kind for d in _tick(world, engine, 60.0).decisions
+                  if d.kind != "CanaryReady"]
+    # 5% and 25% step on; at 50%, the last step, the same verdict holds.
+    assert kinds == ["StepAdvanced", "StepAdvanced", "AnalysisInconclusive",
+                     "AnalysisInconclusive"]
+    state = _state(world)
+    assert state["weight_pct"] == 50 and state["phase"] == "Progressing"
+    messages = [d["message"] for d in state["history"]
+                if d["kind"] in ("StepAdvanced", "AnalysisInconclusive")]
+    assert "healthy, evidence accumulating" in messages[0]
+    assert "healthy, not yet within tolerance" in messages[-1]
+    # The evidence is kept in the state across steps, and handed to every analysis.
+    assert state["evidence"]["error_rate"]["intervals"] == 4
+    assert state["last_analysis"]["evidence"] == {}  # kept once, in the state
+    analyzer = engine.analyzer
+    assert isinstance(analyzer, ScriptedAnalyzer)
+    assert [c.evidence.get("error_rate", None) is not None for c in analyzer.calls] == \
+        [False, True, True, True]
     assert _tick(world, engine, 60.0).decisions[0].kind == "Promoted"
 
 

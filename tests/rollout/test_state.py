@@ -11,6 +11,7 @@ import pytest
 from rollout import Decision, Phase, Plan, RolloutError, RolloutState
 from rollout._state import HISTORY_LIMIT
 from rollout.analysis._results import AnalysisResult, MetricResult, Verdict
+from rollout.analysis._sequential import Evidence, Tally
 
 
 def _state(**changes: object) -> RolloutState:
@@ -34,10 +35,17 @@ def test_round_trip_keeps_everything() -> None:
                    inconclusive=2, paused=True, interval_started_at=100.0,
                    history=(decision,), last_analysis=analysis, holder="host/1/ab",
                    lease_expires_at=190.0, analysis_yaml="metrics: []\n",
-                   backend_data={"mode": "knative", "stable_revision": "demo-predictor-00001"})
+                   backend_data={"mode": "knative", "stable_revision": "demo-predictor-00001"},
+                   evidence={"error-rate": Evidence(Tally(300, 2), Tally(2700, 14), 3)})
     text = state.to_json()
     assert "\n" not in text and json.loads(text)["schema"] == 1
     assert RolloutState.from_json(text) == state
+
+
+def test_a_state_from_before_the_evidence_loads_with_none() -> None:
+    data = json.loads(_state().to_json())
+    del data["evidence"]
+    assert RolloutState.from_dict(data).evidence == {}
 
 
 def test_history_is_bounded() -> None:

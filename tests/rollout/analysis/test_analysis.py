@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,13 @@ from rollout._errors import (
     RolloutError,
     SourceUnreachableError,
 )
-from rollout.analysis._analysis import Analysis, SamplesKind, load_analysis, parse_analysis
+from rollout.analysis._analysis import (
+    Analysis,
+    JudgeKind,
+    SamplesKind,
+    load_analysis,
+    parse_analysis,
+)
 from rollout.analysis._judge import StatTest
 from rollout.analysis._promql import check_template, render
 from rollout.analysis._results import AnalysisContext, Verdict
@@ -26,13 +33,14 @@ CTX = AnalysisContext(
 NOW = 1_800_000_000.0
 
 
-def spec_text(*metrics: str) -> str:
+def spec_text(*metrics: str, judge: str | None = None) -> str:
     """An analysis file with one list item per metric body (YAML lines, unindented)."""
     items = []
     for body in metrics:
         first, *rest = body.strip().splitlines()
         items.append("\n".join(["  - " + first, *("    " + line for line in rest)]))
-    return "metrics:\n" + "\n".join(items) + "\n"
+    head = f"judge: {judge}\n" if judge else ""
+    return head + "metrics:\n" + "\n".join(items) + "\n"
 
 
 def load_error(metric: str) -> str:
@@ -106,6 +114,18 @@ def test_defaults_apply_and_metrics_override_them() -> None:
     a, b = spec.metrics
     assert (a.check.min_requests, a.check.alpha) == (10, 0.05)
     assert (b.check.min_requests, b.check.alpha) == (99, 0.05)
+    assert spec.judge is JudgeKind.SEQUENTIAL and a.check.beta == 0.25
+
+
+def test_the_judge_and_beta_are_chosen_in_the_file() -> None:
+    metric = 'name: a\nquery: x{role="{role}"}\nbeta: 0.3'
+    spec = parse_analysis("judge: interval\n" + spec_text(metric))
+    assert spec.judge is JudgeKind.INTERVAL and spec.metrics[0].check.beta == 0.3
+    with pytest.raises(AnalysisSpecError, match="judge must be one of sequential, interval"):
+        parse_analysis("judge: sometimes\n" + spec_text(metric), source="a.yaml")
+    with pytest.raises(AnalysisSpecError, match=r"beta must be between 0 and 0\.5"):
+        parse_analysis(spec_text('name: a\nquery: x{role="{role}"}\nbeta: 0.7'))
+    assert load_analysis().judge is JudgeKind.SEQUENTIAL
 
 
 @pytest.mark.parametrize(
@@ -211,7 +231,7 @@ def fill_errors(fake: FakeMetricSource, canary: float, stable: float, n: float =
 
 def test_analyze_fails_a_worse_canary_and_passes_an_equal_one() -> None:
     fake = FakeMetricSource()
-    analysis = Analysis(parse_analysis(SIMPLE), fake, clock=lambda: NOW)
+    analysis = Analysis(parse_analysis("judge: interval\n" + SIMPLE), fake, clock=lambda: NOW)
 
     fill_errors(fake, canary=0.05, stable=0.01)
     failed = analysis.analyze(CTX)
@@ -225,7 +245,32 @@ def test_analyze_fails_a_worse_canary_and_passes_an_equal_one() -> None:
     assert passed.verdict is Verdict.PASS
     assert failed.at == NOW
     assert {at for _, _, (at,) in fake.calls} == {NOW}
+    assert failed.evidence == {} and passed.evidence == {}  # nothing carried over
 
+
+def test_the_sequential_judge_adds_every_interval_to_the_evidence() -> None:
+    fake = FakeMetricSource()
+    analysis = Analysis(parse_analysis(SIMPLE), fake, clock=lambda: NOW)
+    fill_errors(fake, canary=0.01, stable=0.01, n=300)
+
+    ctx, verdicts = CTX, []
+    for _ in range(4):
+        result = analysis.analyze(ctx)
+        verdicts.append(result.verdict)
+        ctx = replace(ctx, evidence=result.evidence)
+    # One interval of 300 requests a version cannot bound the difference within 1
+    # point; four can. Until then the result is healthy, so the engine may step on.
+    assert verdicts[0] is Verdict.INCONCLUSIVE and verdicts[-1] is Verdict.PASS
+    evidence = ctx.evidence["errors"]
+    assert (evidence.intervals, evidence.canary.n, evidence.canary.events) == (4, 1200, 12)
+    first = Analysis(parse_analysis(SIMPLE), fake).analyze(CTX)
+    assert first.healthy and first.metrics[0].accumulating
+
+    fill_errors(fake, canary=0.05, stable=0.01)
+    worse = analysis.analyze(CTX)
+    assert worse.verdict is Verdict.FAIL and not worse.healthy
+    assert worse.metrics[0].statistics["canary_requests"] == 1000
+    assert worse.metrics[0].statistics["p_value"] < 0.01
 
 def test_too_few_requests_is_inconclusive() -> None:
     fake = FakeMetricSource()
@@ -285,7 +330,8 @@ query: p99{version="{version}"}
 samples_query: buckets{version="{version}"}
 test: mann-whitney
 max_ratio: 1.2
-"""
+""",
+        judge="interval",
     )
     fake = FakeMetricSource()
     for version, slow in (("v2", 20.0), ("v1", 0.0)):
@@ -318,7 +364,8 @@ def test_range_samples_span_the_interval_at_the_step() -> None:
     text = spec_text(
         'name: mean\nquery: m{version="{version}"}\n'
         'samples_query: m{version="{version}",w="{step}"}\n'
-        "samples: range\nsamples_step_s: 15\ntest: mann-whitney"
+        "samples: range\nsamples_step_s: 15\ntest: mann-whitney",
+        judge="interval",
     )
     fake = FakeMetricSource()
     fake.set_value('m{version="v2"}', 0.3)

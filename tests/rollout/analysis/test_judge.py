@@ -320,8 +320,9 @@ def test_too_few_samples_is_inconclusive() -> None:
         ({"max_increase": -0.1}, "max_increase must be >= 0"),
         ({"max_ratio": 0.0}, "max_ratio must be > 0"),
         ({"min_requests": -1.0}, "min_requests must be >= 0"),
-        ({"alpha": 0.0}, "alpha must be between 0 and 1"),
-        ({"alpha": 1.0}, "alpha must be between 0 and 1"),
+        ({"alpha": 0.0}, "alpha must be between 0 and 0.5"),
+        ({"alpha": 0.5}, "alpha must be between 0 and 0.5"),
+        ({"beta": 0.6}, "beta must be between 0 and 0.5"),
         ({"max": math.nan}, "max must be a finite number"),
     ],
 )

@@ -33,9 +33,18 @@ import numpy as np
 import pytest
 
 from predictor._metrics import LATENCY_BUCKETS_S
-from rollout.analysis._analysis import AnalysisSpec, load_analysis
-from rollout.analysis._judge import Measurement, judge_metric, overall_verdict, samples_from_buckets
-from rollout.analysis._results import Verdict
+from rollout._decide import next_move
+from rollout.analysis._analysis import AnalysisSpec, JudgeKind, load_analysis
+from rollout.analysis._judge import (
+    Measurement,
+    judge_metric,
+    judge_rollout,
+    overall_verdict,
+    samples_from_buckets,
+)
+from rollout.analysis._results import AnalysisResult, Verdict
+from rollout.analysis._sequential import Evidence
+from rollout.analysis._traffic import traffic_needs
 
 # The predictor's own request_duration buckets, +Inf last.
 BUCKETS_S = (*LATENCY_BUCKETS_S, math.inf)
@@ -180,3 +189,119 @@ def test_erroring_canary_rolls_back_within_two_intervals(report: Callable[[str],
     assert at_many >= 0.95, f"+2 points of 5xx caught in only {at_many:.1%} at {MANY} req"
     assert aa_many <= 0.01, f"A/A rollback rate {aa_many:.1%} > 1% at {MANY} req"
     assert at_50 <= bound_50
+
+
+# --- issue 20: the judge on the evidence of the whole rollout -----------------------
+# Steps 10, 25, 50; R requests an interval across both versions (the canary gets its
+# weight's share); 200 rollouts a cell; the engine's rule (rollout/_decide.py
+# ``next_move``, failure limit 2), each rollout for at most HORIZON intervals. Each
+# rollout is also checked as ``rollout start`` checks it (``traffic_needs``).
+STEPS = (10, 25, 50)
+RATES = (100, 500, 2000)
+HORIZON = 20
+IN_TIME = len(STEPS) + 2  # "promoted within the steps plus two extra intervals"
+SCENARIOS = {
+    "A/A": STABLE,
+    "5xx +2 points": replace(STABLE, error_rate=STABLE.error_rate + 0.02),
+    "429 +3 points": replace(STABLE, throttle_rate=STABLE.throttle_rate + 0.03),
+    "p99 x1.5": replace(STABLE, latency_scale=1.5),
+}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One judge, traffic and canary over TRIALS rollouts."""
+
+    promoted: float
+    in_time: float
+    rolled_back: float
+    held: float
+    flagged: float  # rollout start said the traffic cannot promote
+    median_to_rollback: float | None
+
+
+def simulate(spec: AnalysisSpec, rng: np.random.Generator, r: int,
+             canary: Traffic) -> tuple[str, int]:
+    """One rollout: its outcome (promoted, rolled back, held) and its intervals."""
+    step = failures = 0
+    evidence: dict[str, Evidence] = {}
+    for interval in range(1, HORIZON + 1):
+        n_canary = round(r * STEPS[step] / 100)
+        c, s = observe(rng, n_canary, canary), observe(rng, r - n_canary, STABLE)
+        results = []
+        for metric in spec.metrics:
+            if spec.judge is JudgeKind.INTERVAL:
+                results.append(judge_metric(metric.check, c[metric.name], s[metric.name]))
+                continue
+            result, total = judge_rollout(metric.check, c[metric.name], s[metric.name],
+                                          evidence.get(metric.name))
+            results.append(result)
+            if total is not None:
+                evidence[metric.name] = total
+        analysis = AnalysisResult(overall_verdict(results), tuple(results), at=0.0)
+        move = next_move(analysis, step == len(STEPS) - 1)
+        if move == "promote":
+            return "promoted", interval
+        if move == "advance":
+            step += 1
+        elif move == "fail":
+            failures += 1
+            if failures >= FAILURE_LIMIT:
+                return "rolled back", interval
+    return "held", HORIZON
+
+
+def cell(spec: AnalysisSpec, r: int, canary: Traffic, seed: int) -> Cell:
+    rng = np.random.default_rng(seed)
+    runs = [simulate(spec, rng, r, canary) for _ in range(TRIALS)]
+    rates = {"error-rate": STABLE.error_rate, "throttle-rate": STABLE.throttle_rate}
+    flagged = traffic_needs(spec, STEPS, r, rates).holds_forever
+    back = [n for outcome, n in runs if outcome == "rolled back"]
+
+    def share(outcome: str, within: int = HORIZON) -> float:
+        return sum(o == outcome and n <= within for o, n in runs) / TRIALS
+
+    return Cell(promoted=share("promoted"), in_time=share("promoted", IN_TIME),
+                rolled_back=share("rolled back"), held=share("held"),
+                flagged=1.0 if flagged else 0.0,
+                median_to_rollback=float(np.median(back)) if back else None)
+
+
+@pytest.fixture(scope="module")
+def table() -> dict[tuple[str, int, str], Cell]:
+    """Every cell of both judges, the sequential (shipped) and today's per interval."""
+    sequential = load_analysis()
+    judges = {"sequential": sequential,
+              "interval": replace(sequential, judge=JudgeKind.INTERVAL)}
+    out = {}
+    for j, (name, spec) in enumerate(judges.items()):
+        for i, r in enumerate(RATES):
+            for k, (scenario, canary) in enumerate(SCENARIOS.items()):
+                out[name, r, scenario] = cell(spec, r, canary, seed=1000 * j + 10 * i + k)
+    return out
+
+
+def test_the_whole_rollout_judge_meets_its_targets(
+    table: dict[tuple[str, int, str], Cell], report: Callable[[str], None]
+) -> None:
+    lines = [f"{TRIALS} rollouts a cell, steps {STEPS}, at most {HORIZON} intervals",
+             f"{'judge':<10} {'R':>5} {'canary':<14} {'promoted':>8} {'in time':>8} "
+             f"{'back':>6} {'held':>6} {'flagged':>7} {'median to back':>14}"]
+    for (judge, r, scenario), c in table.items():
+        median = "-" if c.median_to_rollback is None else f"{c.median_to_rollback:g}"
+        lines.append(f"{judge:<10} {r:>5} {scenario:<14} {c.promoted:>8.1%} {c.in_time:>8.1%} "
+                     f"{c.rolled_back:>6.1%} {c.held:>6.1%} {c.flagged:>7.0%} {median:>14}")
+    report("\n".join(lines))
+    seq = {(r, s): c for (j, r, s), c in table.items() if j == "sequential"}
+    for r in RATES:
+        assert seq[r, "A/A"].rolled_back <= 0.01, (r, seq[r, "A/A"])
+    assert seq[2000, "A/A"].in_time >= 0.95, seq[2000, "A/A"]
+    assert seq[500, "A/A"].in_time >= 0.80, seq[500, "A/A"]
+    for scenario in SCENARIOS:
+        if scenario == "A/A":
+            continue
+        for r in (500, 2000):
+            assert seq[r, scenario].promoted <= 0.05, (r, scenario, seq[r, scenario])
+        # At 100 requests an interval the first step's canary sees 10, under the
+        # minimum sample: rollout start says so, and nothing is promoted on silence.
+        assert seq[100, scenario].flagged == 1.0 and seq[100, scenario].promoted == 0.0
