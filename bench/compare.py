@@ -46,7 +46,7 @@ from bench.peers._configs import (
     sustained_load,
 )
 from bench.peers._launch import Workload, encoder_dir, prepare_registry
-from bench.peers._measure import RunProtocol, run_ladder, texts
+from bench.peers._measure import RunProtocol, figures, run_ladder, texts
 
 RESULTS = Path(__file__).parent / "results"
 FIXED_LOADS = (200, 500, 800, 1000, 1200)
@@ -214,7 +214,12 @@ def main(argv: list[str]) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python -m bench.compare " + " ".join(argv)
     if args.what == "report":
-        _write_report(args.out, json.loads((args.out / "peers.json").read_text()))
+        results = json.loads((args.out / "peers.json").read_text())
+        for part in results["workloads"]:  # the figures, by the current rules
+            for line in part["servers"]:
+                line.update(figures(line["rows"], part["name"]))
+        (args.out / "peers.json").write_text(json.dumps(results, indent=2) + "\n")
+        _write_report(args.out, results)
         return 0
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         log_dir, registry = Path(tmp), Path(tmp) / "registry"

@@ -98,7 +98,8 @@ def plot_cpu(results: dict[str, Any], out_dir: Path) -> Path | None:
                         and float(r["offered_rps"]) == float(line["cpu_at_rps"])), None)
             cell = row.get("cpu_ms_per_request") if row else None
             if cell:
-                bars.append((part["key"], line["label"], float(cell["median"]),
+                label = f"{line['label']} at {float(line['cpu_at_rps']):g} req/s"
+                bars.append((part["key"], label, float(cell["median"]),
                              float(cell["median"]) - float(cell["min"]),
                              float(cell["max"]) - float(cell["median"])))
     if not bars:

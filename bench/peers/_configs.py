@@ -29,6 +29,7 @@ WORKLOADS = ("fixed-latency", "embedding")
 VENVS = ("project", "peers", "peers-np1")
 # CPU per request is read at this load, or at half the server's saturation if lower.
 CPU_RATE_RPS = 500.0
+CPU_RATE_SLACK = 0.05
 
 
 def slo_p99_ms(workload: str) -> float:
@@ -235,11 +236,13 @@ def saturation_rps(rows: Sequence[Mapping[str, Any]]) -> float | None:
 
 def cpu_row(rows: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     """The load point at which CPU per request is read: the highest load at or under
-    ``CPU_RATE_RPS`` and at or under half the saturation throughput (the lowest load
-    when none is); None for an empty ladder."""
+    ``CPU_RATE_RPS`` and at or under half the saturation throughput, give or take
+    ``CPU_RATE_SLACK`` (a ladder's points are coarse: a server saturating at 975
+    req/s is read at 500, not at 200); the lowest load when none is; None for an
+    empty ladder."""
     if not rows:
         return None
-    target = min(CPU_RATE_RPS, 0.5 * (saturation_rps(rows) or 0.0))
+    target = min(CPU_RATE_RPS, 0.5 * (saturation_rps(rows) or 0.0)) * (1 + CPU_RATE_SLACK)
     under = [r for r in rows if float(r["offered_rps"]) <= target]
     pool = under or [min(rows, key=lambda r: float(r["offered_rps"]))]
     return max(pool, key=lambda r: float(r["offered_rps"]))

@@ -246,8 +246,6 @@ def _line(config: PeerConfig, workload: Workload, protocol: RunProtocol,
           start_s: list[float]) -> dict[str, Any]:
     """One server's line of results: its configuration, load points and capacity."""
     rows.sort(key=lambda r: float(r["offered_rps"]))
-    slo = slo_p99_ms(workload.name)
-    cpu = cpu_row(rows)
     return {
         "label": config.label,
         "server": config.server,
@@ -257,14 +255,21 @@ def _line(config: PeerConfig, workload: Workload, protocol: RunProtocol,
         "rows": rows,
         "loads_not_run": [x for x in loads if x not in {r["offered_rps"] for r in rows}],
         "protocol_used": config.kind.protocol,
-        "slo_p99_ms": slo,
-        "sustained_rps": sustained_load(rows, slo),
-        "saturation_rps": saturation_rps(rows),
-        "cpu_at_rps": None if cpu is None else cpu["offered_rps"],
-        "cpu_ms_per_request": _median_of(cpu, "cpu_ms_per_request"),
+        **figures(rows, workload.name),
         "restarts": restarts,
         "start_s": start_s,
     }
+
+
+def figures(rows: Sequence[Mapping[str, Any]], workload: str) -> dict[str, Any]:
+    """A line's figures from its load points, by the rules of ``_configs`` (``report``
+    recomputes them, so a stored file follows the current rules)."""
+    slo = slo_p99_ms(workload)
+    cpu = cpu_row(rows)
+    return {"slo_p99_ms": slo, "sustained_rps": sustained_load(rows, slo),
+            "saturation_rps": saturation_rps(rows),
+            "cpu_at_rps": None if cpu is None else cpu["offered_rps"],
+            "cpu_ms_per_request": _median_of(cpu, "cpu_ms_per_request")}
 
 
 def _progress(config: PeerConfig, workload: Workload, row: dict[str, Any]) -> str:

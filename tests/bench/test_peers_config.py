@@ -141,6 +141,13 @@ def test_cpu_is_read_at_500_or_half_the_saturation_whichever_is_lower() -> None:
     assert point is not None and point["offered_rps"] == 200
     slow = [row(100, 900, 0.5, throughput=50)]  # nothing under half: the lowest load
     assert cpu_row(slow) is slow[0] and cpu_row([]) is None
+    # Saturating at 975 is half at 487.5: the 500 point, within 5%, not the 200 one.
+    near = [row(200, 200), row(500, 210), row(1000, 300, throughput=975)]
+    point = cpu_row(near)
+    assert point is not None and point["offered_rps"] == 500
+    low = [row(200, 200), row(500, 210), row(1000, 300, throughput=900)]
+    point = cpu_row(low)
+    assert point is not None and point["offered_rps"] == 200  # half is 450: too far
 
 
 def test_saturation_stops_the_ladder_but_a_slow_low_load_does_not() -> None:

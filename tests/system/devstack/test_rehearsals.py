@@ -159,7 +159,10 @@ def test_a_slow_canary_is_rolled_back_within_two_intervals(dev_cli: DevCli, env:
     latency = metrics["p99-latency"]
     assert latency["verdict"] == "Fail" and latency["canary"] > latency["stable"]
     assert latency["statistics"]["ratio"] > 1.2 and latency["statistics"]["p_value"] < 0.01
-    assert metrics["error-rate"]["verdict"] == "Pass"
+    # No more errors than stable: healthy, though two short intervals cannot yet
+    # prove it within 1 point (the sequential judge's evidence is still accumulating).
+    errors = metrics["error-rate"]
+    assert errors["verdict"] == "Pass" or errors["accumulating"], errors
     text = dev_cli.ok("rollout", "status", MODEL, "--target", "local")
     assert "p99-latency" in text and "Fail" in text and "RolledBack" in text
     assert Registry.open(str(dev_cli.registry)).aliases(MODEL).get("canary") is None
