@@ -130,13 +130,13 @@ def _with_traffic_notes(result: StepResult, needs: TrafficNeeds | None) -> StepR
         note = "could not measure stable's traffic: no estimate of when this can promote"
         return dataclasses.replace(result, notes=(*result.notes, note))
     notes = [f"traffic: {n}" for n in needs.notes]
+    served = f"stable served {needs.requests_per_interval:.0f} requests in the last interval"
     if needs.holds_forever:
-        notes.append(f"at {needs.requests_per_interval:.0f} requests an interval this rollout "
-                     "will hold and never promote; it needs at least "
-                     f"{needs.min_requests_per_interval:.0f}")
+        notes.append(f"{served}: at that traffic this rollout will hold and never promote; "
+                     f"it needs at least {needs.min_requests_per_interval:.0f} an interval")
     elif needs.intervals_to_promote is not None:
-        notes.append(f"an equal canary would promote after about {needs.intervals_to_promote} "
-                     f"interval(s) at {needs.requests_per_interval:.0f} requests an interval")
+        notes.append(f"{served}: at that traffic an equal canary would be promoted after "
+                     f"about {needs.intervals_to_promote} interval(s)")
     return dataclasses.replace(result, notes=(*result.notes, *notes))
 
 
