@@ -130,12 +130,7 @@ def judge_metric(check: Check, canary: Measurement, stable: Measurement) -> Metr
     early = _before_comparing(check, canary, stable)
     if early is not None:
         return early
-    compare = {
-        StatTest.NONE: _points,
-        StatTest.TWO_PROPORTION: _proportions,
-        StatTest.MANN_WHITNEY: _ranks,
-    }[check.test]
-    return _result(check, canary, stable, *compare(check, canary, stable))
+    return _result(check, canary, stable, *_compare_interval(check, canary, stable))
 
 
 def judge_rollout(check: Check, canary: Measurement, stable: Measurement,
@@ -177,10 +172,10 @@ def judge_rollout(check: Check, canary: Measurement, stable: Measurement,
     if found.worse:
         return _result(check, canary, stable, Verdict.FAIL,
                        f"{what}: worse at alpha {check.alpha:g}", numbers), total
-    alone = judge_metric(check, canary, stable)  # the interval by itself
-    if alone.verdict is Verdict.FAIL:  # an unhealthy interval neither passes nor steps on
+    alone, why, _ = _compare_interval(check, canary, stable)  # the interval by itself
+    if alone is Verdict.FAIL:  # an unhealthy interval neither passes nor steps on
         return _result(check, canary, stable, Verdict.INCONCLUSIVE,
-                       f"{what}; this interval alone is worse ({alone.reason}): holding",
+                       f"{what}; this interval alone is worse ({why}): holding",
                        numbers), total
     if found.within:
         return _result(check, canary, stable, Verdict.PASS,
@@ -189,6 +184,16 @@ def judge_rollout(check: Check, canary: Measurement, stable: Measurement,
                      f"{what}: healthy so far, not yet within tolerance at beta "
                      f"{check.beta:g}", numbers)
     return dataclasses.replace(result, accumulating=True), total
+
+
+def _compare_interval(check: Check, canary: Measurement, stable: Measurement) -> _Judgement:
+    """Rule 5 on one interval: the points, or the configured test."""
+    compare = {
+        StatTest.NONE: _points,
+        StatTest.TWO_PROPORTION: _proportions,
+        StatTest.MANN_WHITNEY: _ranks,
+    }[check.test]
+    return compare(check, canary, stable)
 
 
 def _tally(check: Check, obs: Measurement) -> Tally:
