@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.peers._configs import slo_p99_ms
+from bench.peers._configs import cpu_row, slo_p99_ms
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -94,11 +94,10 @@ def plot_cpu(results: dict[str, Any], out_dir: Path) -> Path | None:
     bars = []  # (workload, label, median, low, high)
     for part in results["workloads"]:
         for line in part["servers"]:
-            row = next((r for r in line["rows"] if line.get("cpu_at_rps") is not None
-                        and float(r["offered_rps"]) == float(line["cpu_at_rps"])), None)
+            row = cpu_row(line["rows"])
             cell = row.get("cpu_ms_per_request") if row else None
-            if cell:
-                label = f"{line['label']} at {float(line['cpu_at_rps']):g} req/s"
+            if row and cell:
+                label = f"{line['label']} at {float(row['offered_rps']):g} req/s"
                 bars.append((part["key"], label, float(cell["median"]),
                              float(cell["median"]) - float(cell["min"]),
                              float(cell["max"]) - float(cell["median"])))

@@ -12,6 +12,7 @@ from bench.peers._configs import (
     CPU_RATE_SLACK,
     SLO_MIN_SUCCESS,
     SLO_P99_MS,
+    cpu_row,
     passes_slo,
     slo_p99_ms,
 )
@@ -59,11 +60,11 @@ def cpu_table(results: Mapping[str, Any]) -> list[str]:
              "| --- | --- | --- | ---: | ---: |"]
     for part in results["workloads"]:
         for line in part["servers"]:
-            row = _row_at(line, line.get("cpu_at_rps"))
+            row = cpu_row(line["rows"])
             cell = _spread(row["cpu_ms_per_request"], ".3f") \
                 if row and row.get("cpu_ms_per_request") else "-"
             lines.append(f"| {part['key']} | {line['label']} | {line.get('protocol_used', '-')} "
-                         f"| {_f(line.get('cpu_at_rps'))} | {cell} |")
+                         f"| {_f(row['offered_rps'] if row else None)} | {cell} |")
     return [*lines, ""]
 
 
@@ -110,11 +111,6 @@ def _ratio(value: Any, limit: Any) -> float | None:
 
 def _yes(ok: bool) -> str:
     return "yes" if ok else "no"
-
-
-def _row_at(line: Mapping[str, Any], offered: Any) -> Mapping[str, Any] | None:
-    return next((r for r in line["rows"] if offered is not None
-                 and float(r["offered_rps"]) == float(offered)), None)
 
 
 def ladder_table(part: Mapping[str, Any]) -> list[str]:
