@@ -1,6 +1,6 @@
-"""Benchmarks against peers (issue 18): the predictor beside KServe without batching, Ray
-Serve, BentoML, Mosec, NVIDIA Triton (PyTriton) and, on the embedding model, Infinity,
-on the same machine and workloads, under open-loop load.
+"""Benchmarks against peers (issue 18): the predictor, in process and in queue mode, beside
+KServe without batching, Ray Serve, BentoML, Mosec, NVIDIA Triton (PyTriton) and, on the
+embedding model, Infinity, on the same machine and workloads, under open-loop load.
 
     bench/peers/setup.sh                       # once: bench/.venv-peers and .venv-peers-np1
     python -m bench.compare all                # tune, then the matrix, then the plots

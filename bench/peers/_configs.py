@@ -55,6 +55,7 @@ class ServerKind:
     knob_candidates: tuple[float, ...] = ()
     batches: bool = True
     workloads: tuple[str, ...] = WORKLOADS  # what it serves; tuned on the first
+    ours: bool = False  # modelctl itself (the targets' subject), not a peer
     notes: str = ""
 
     def __post_init__(self) -> None:
@@ -154,7 +155,24 @@ SERVERS: dict[str, ServerKind] = {
         knob="max_batch_wait_ms",
         knob_default=50.0,
         knob_candidates=(10.0, 50.0, 100.0),
+        ours=True,
         notes="The predictor's own default max_batch_wait_ms is 10; issue 18 asks for 50.",
+    ),
+    "modelctl-queue": ServerKind(
+        name="modelctl-queue",
+        title="modelctl queue mode (1 frontend, 1 worker, Redis Streams)",
+        venv="project",
+        settings={"max_batch_size": MAX_BATCH_SIZE, "max_queue_size": 1024,
+                  "request_timeout_ms": 30000, "enable_grpc": False, "frontends": 1,
+                  "workers": 1, "queue_claim_timeout_ms": 5000,
+                  "redis": "Debian's redis-server, AOF fsync every second, no RDB"},
+        protocol="KServe V1 JSON over HTTP/1.1 to the frontend; Redis Streams behind it",
+        knob="max_batch_wait_ms",
+        knob_default=50.0,
+        knob_candidates=(10.0, 50.0, 100.0),
+        ours=True,
+        notes="docs/QUEUE.md's mode: the frontend validates and enqueues, the worker "
+              "batches; CPU counts all three processes (frontend, worker, redis-server).",
     ),
 }
 

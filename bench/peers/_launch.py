@@ -6,7 +6,7 @@ import contextlib
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,22 +43,31 @@ class RunningServer:
     """A started server: where to send requests, its CPU time, its batch counters."""
 
     def __init__(self, config: PeerConfig, base_url: str, predict_url: str,
-                 proc: ManagedProcess, metrics_url: str = "") -> None:
+                 proc: ManagedProcess, metrics_url: str = "", *,
+                 others: Sequence[ManagedProcess] = (), batch_url: str = "") -> None:
         self.config = config
         self.base_url = base_url
         self.predict_url = predict_url
         self.proc = proc
         self.metrics_url = metrics_url or f"{base_url}/metrics"
+        # More processes the server is made of (queue mode: the worker and redis-server):
+        # their trees count in its CPU; their owner stops them.
+        self.others = tuple(others)
+        self.batch_url = batch_url or base_url  # where modelctl's batch counters are
         self._known: dict[int, psutil.Process] = {}
 
     def _tree(self) -> list[psutil.Process]:
-        try:
-            root = psutil.Process(self.proc.pid)
-            procs = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            return []
-        for p in procs:  # remember them: stop() ends any that outlive the root
-            self._known.setdefault(p.pid, p)
+        procs = []
+        for pid in (self.proc.pid, *(o.pid for o in self.others)):
+            try:
+                root = psutil.Process(pid)
+                tree = [root, *root.children(recursive=True)]
+            except psutil.NoSuchProcess:
+                continue
+            if pid == self.proc.pid:  # remember them: stop() ends any that outlive the root
+                for p in tree:
+                    self._known.setdefault(p.pid, p)
+            procs += tree
         return procs
 
     def cpu_s(self) -> float:
@@ -72,10 +81,10 @@ class RunningServer:
 
     def batch_totals(self) -> tuple[float, float] | None:
         """(items, batches) run so far, or None where the server does not say."""
-        if self.config.server == "modelctl":
+        if self.config.kind.ours:
             from bench._servers import Server
 
-            return Server(self.base_url, self.predict_url, self.proc).batch_totals()
+            return Server(self.batch_url, self.predict_url, self.proc).batch_totals()
         if self.config.server == "mosec":
             return mosec_batch_totals(httpx.get(self.metrics_url, timeout=10).text)
         if self.config.server == "pytriton":
@@ -215,8 +224,9 @@ def argv_env(config: PeerConfig, workload: Workload, port: int, python: Path,
 @contextmanager
 def serve(config: PeerConfig, workload: Workload, log_dir: Path) -> Iterator[RunningServer]:
     """Start ``config`` serving ``workload``; yield it once it answers; stop it after."""
-    if config.server == "modelctl":
-        with _serve_modelctl(config, workload) as server:
+    if config.kind.ours:
+        serve_ours = _serve_modelctl if config.server == "modelctl" else _serve_modelctl_queue
+        with serve_ours(config, workload) as server:
             yield server
         return
     port, aux_ports = free_port(), (free_port(), free_port())
@@ -248,17 +258,46 @@ def _serve_modelctl(config: PeerConfig, workload: Workload) -> Iterator[RunningS
     """Our predictor on the artifact that ``prepare_registry`` pushed for the workload."""
     from bench._servers import predictor
 
-    if not workload.registry:
-        raise ValueError("the modelctl server needs Workload.registry (see prepare_registry)")
-    flags = ("--max_batch_size", str(MAX_BATCH_SIZE),
-             "--max_batch_wait_ms", f"{config.knob_value:g}", "--device", workload.device)
-    model = "bench-fixed" if workload.name == "fixed-latency" else "demo-embed"
+    model, flags = _modelctl_args(config, workload)
     with predictor(model, Path(workload.registry), *flags) as started:
         server = RunningServer(config, started.url, started.predict_url, started.proc)
         try:
             yield server
         finally:
             server.stop()
+
+
+@contextmanager
+def _serve_modelctl_queue(config: PeerConfig, workload: Workload) -> Iterator[RunningServer]:
+    """Queue mode (docs/QUEUE.md): a fresh redis-server, one frontend the load goes to and
+    one worker that batches, all three counted as the server."""
+    from bench._servers import predictors, redis_server
+
+    model, flags = _modelctl_args(config, workload)
+    with redis_server() as redis:
+        queue = ("--queue_url", redis.url, "--queue_claim_timeout_ms",
+                 str(config.kind.settings["queue_claim_timeout_ms"]), "--queue_role")
+        roles = [(*flags, *queue, "frontend"), (*flags, *queue, "worker")]
+        with predictors(model, Path(workload.registry), roles) as group:
+            front, worker = group.servers
+            server = RunningServer(config, front.url, front.predict_url, front.proc,
+                                   others=(worker.proc, redis.proc), batch_url=worker.url)
+            try:
+                yield server
+            finally:
+                server.stop()
+
+
+def _modelctl_args(config: PeerConfig, workload: Workload) -> tuple[str, tuple[str, ...]]:
+    """The model our predictor serves for ``workload`` and its flags for ``config``."""
+    if not workload.registry:
+        raise ValueError("the modelctl servers need Workload.registry (see prepare_registry)")
+    settings = config.kind.settings
+    flags = ("--max_batch_size", str(MAX_BATCH_SIZE),
+             "--max_batch_wait_ms", f"{config.knob_value:g}", "--device", workload.device,
+             "--max_queue_size", str(settings["max_queue_size"]),
+             "--request_timeout_ms", str(settings["request_timeout_ms"]))
+    return ("bench-fixed" if workload.name == "fixed-latency" else "demo-embed"), flags
 
 
 def prepare_registry(registry: Path, latency_ms: float) -> None:

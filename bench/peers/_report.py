@@ -10,6 +10,7 @@ from bench._spread import spread_text as _spread
 from bench.peers._configs import (
     CPU_RATE_RPS,
     CPU_RATE_SLACK,
+    SERVERS,
     SLO_MIN_SUCCESS,
     SLO_P99_MS,
     cpu_row,
@@ -78,8 +79,8 @@ def verdict(results: Mapping[str, Any]) -> list[str]:
     """
     out = []
     for part in results["workloads"]:
-        ours = [s for s in part["servers"] if s["server"] == "modelctl"]
-        peers = [s for s in part["servers"] if s["server"] != "modelctl"]
+        ours = [s for s in part["servers"] if SERVERS[s["server"]].ours]
+        peers = [s for s in part["servers"] if not SERVERS[s["server"]].ours]
         if not ours or not peers:
             continue
         limit = part["physical_limit_rps"] or 0.0

@@ -1,7 +1,8 @@
 """The peer comparison's configurations, capacity rule and report, on synthetic data.
 
 Nothing here installs or starts a peer: the servers' command lines are checked as
-data, and the capacity arithmetic on made-up load ladders.
+data, the capacity arithmetic on made-up load ladders, and a server's CPU on two spinning
+processes.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def row(offered: float, p99_ms: float | None, success: float = 1.0,
 def test_every_server_is_configured_as_issue_18_prescribes() -> None:
     configs = {c.server: c for c in default_configs()}
     assert set(configs) == {"kserve-plain", "ray-serve", "bentoml", "mosec", "pytriton",
-                            "infinity", "modelctl"}
+                            "infinity", "modelctl", "modelctl-queue"}
     assert configs["pytriton"].knob_value == 50000.0  # max_queue_delay_microseconds
     assert configs["infinity"].knob_value == 32.0  # Infinity's own default --batch-size
     assert SERVERS["infinity"].workloads == ("embedding",)
@@ -70,6 +71,10 @@ def test_every_server_is_configured_as_issue_18_prescribes() -> None:
     assert ray["max_ongoing_requests"] >= ray["max_batch_size"] * ray["max_concurrent_batches"]
     assert SERVERS["bentoml"].settings["workers"] == 1
     assert SERVERS["mosec"].settings["num"] == 1
+    assert [k.name for k in SERVERS.values() if k.ours] == ["modelctl", "modelctl-queue"]
+    queue = SERVERS["modelctl-queue"]
+    assert (queue.settings["frontends"], queue.settings["workers"]) == (1, 1)
+    assert queue.settings["queue_claim_timeout_ms"] < queue.settings["request_timeout_ms"]
 
 
 def test_published_configuration_names_the_knob_and_the_variant() -> None:
@@ -267,6 +272,41 @@ def test_report_states_capacity_ratio_and_the_verdict_plainly() -> None:
     assert "| < 50 |" in none and "target NOT met" in none
     frugal = markdown(_results(900.0, 400.0, our_cpu=0.09))
     assert "(needs at most that: yes)" in frugal
+
+
+def test_queue_mode_is_ours_in_the_verdict_not_a_peer() -> None:
+    results = _results(700.0, 400.0)
+    part = results["workloads"][0]
+    queue = dict(part["servers"][0], server="modelctl-queue", sustained_rps=900.0,
+                 saturation_rps=900.0, label=PeerConfig("modelctl-queue").label)
+    part["servers"].append(queue)
+    text = markdown(results)
+    # the best of our two modes against the best peer, never the queue mode as the peer
+    assert "modelctl sustains 900 req/s, the best peer 400 req/s (2.25x" in text
+
+
+def test_a_server_of_several_processes_counts_them_all_and_stops_only_its_own(
+        tmp_path: Path) -> None:
+    import sys
+
+    from bench.peers._launch import RunningServer
+    from tests.support.procs import ManagedProcess, wait_for
+
+    spin = [sys.executable, "-c", "import time\nt = time.process_time()\n"
+            "while time.process_time() - t < 0.4: pass\ntime.sleep(60)"]
+    procs = [ManagedProcess(f"part-{i}", spin, log_dir=tmp_path) for i in range(2)]
+    try:
+        server = RunningServer(PeerConfig("modelctl-queue"), "http://127.0.0.1:1", "", procs[0],
+                               others=(procs[1],))
+        one = RunningServer(PeerConfig("modelctl"), "http://127.0.0.1:1", "", procs[0])
+        wait_for(lambda: one.cpu_s() >= 0.4 and server.cpu_s() >= 0.8, timeout_s=30,
+                 what="both parts to spend their CPU")
+        server.stop()
+        assert procs[0].poll() is not None
+        assert procs[1].poll() is None  # the worker and redis-server belong to their owner
+    finally:
+        for proc in procs:
+            proc.stop()
 
 
 def test_embedding_is_judged_on_saturation_throughput() -> None:
