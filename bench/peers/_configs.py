@@ -69,6 +69,12 @@ class ServerKind:
             raise ValueError(f"{self.name}: the default {self.knob_default} must be a candidate")
 
 
+# Both modes of our predictor: the flags every one of its processes gets, and its knob.
+_PREDICTOR_SETTINGS = {"max_batch_size": MAX_BATCH_SIZE, "max_queue_size": 1024,
+                       "request_timeout_ms": 30000, "enable_grpc": False}
+_PREDICTOR_KNOB: dict[str, Any] = {"knob": "max_batch_wait_ms", "knob_default": 50.0,
+                                   "knob_candidates": (10.0, 50.0, 100.0), "ours": True}
+
 SERVERS: dict[str, ServerKind] = {
     "kserve-plain": ServerKind(
         name="kserve-plain",
@@ -150,27 +156,19 @@ SERVERS: dict[str, ServerKind] = {
         name="modelctl",
         title="modelctl predictor",
         venv="project",
-        settings={"max_batch_size": MAX_BATCH_SIZE, "max_queue_size": 1024,
-                  "request_timeout_ms": 30000, "enable_grpc": False},
-        knob="max_batch_wait_ms",
-        knob_default=50.0,
-        knob_candidates=(10.0, 50.0, 100.0),
-        ours=True,
+        settings=_PREDICTOR_SETTINGS,
+        **_PREDICTOR_KNOB,
         notes="The predictor's own default max_batch_wait_ms is 10; issue 18 asks for 50.",
     ),
     "modelctl-queue": ServerKind(
         name="modelctl-queue",
         title="modelctl queue mode (1 frontend, 1 worker, Redis Streams)",
         venv="project",
-        settings={"max_batch_size": MAX_BATCH_SIZE, "max_queue_size": 1024,
-                  "request_timeout_ms": 30000, "enable_grpc": False, "frontends": 1,
-                  "workers": 1, "queue_claim_timeout_ms": 5000,
+        settings={**_PREDICTOR_SETTINGS, "frontends": 1, "workers": 1,
+                  "queue_claim_timeout_ms": 5000,
                   "redis": "Debian's redis-server, AOF fsync every second, no RDB"},
         protocol="KServe V1 JSON over HTTP/1.1 to the frontend; Redis Streams behind it",
-        knob="max_batch_wait_ms",
-        knob_default=50.0,
-        knob_candidates=(10.0, 50.0, 100.0),
-        ours=True,
+        **_PREDICTOR_KNOB,
         notes="docs/QUEUE.md's mode: the frontend validates and enqueues, the worker "
               "batches; CPU counts all three processes (frontend, worker, redis-server).",
     ),
