@@ -18,7 +18,7 @@ def build_app() -> typer.Typer:
             "checksummed registry, and roll new versions out safely."
         ),
         no_args_is_help=True,
-        add_completion=False,
+        add_completion=True,  # typer's --install-completion / --show-completion
         pretty_exceptions_enable=False,
         rich_markup_mode="rich",
     )
@@ -62,10 +62,12 @@ def build_app() -> typer.Typer:
 app = build_app()
 
 
-def main() -> None:
-    """Console entry point: maps expected errors to one line and an exit code."""
+def main(argv: list[str] | None = None, prog_name: str | None = None) -> None:
+    """Console entry point: maps expected errors to one line and an exit code.
+    ``argv`` defaults to ``sys.argv[1:]``; ``prog_name`` (default ``modelctl``) is the
+    name usage lines show."""
     try:
-        app()
+        app(args=argv, prog_name=prog_name)
     except SystemExit:
         raise
     except BaseException as exc:

@@ -85,9 +85,12 @@ def push(
         modelctl registry push ./out --model demo --task text-generation \\
             --alias canary --meta commit=3f2a --meta data=v7 --parent 4
     """
+    from cli._progress import transfer_progress
+
     reg = _open(registry)
-    manifest = reg.push(src, model, task, alias=alias, metadata=_parse_meta(meta or []),
-                        parent=parent)
+    with transfer_progress(f"pushing {model}", as_json) as progress:
+        manifest = reg.push(src, model, task, alias=alias, metadata=_parse_meta(meta or []),
+                            parent=parent, progress=progress)
     if as_json:
         print_json(manifest.to_dict())
     else:
@@ -220,12 +223,14 @@ def verify(ref: RefArg, registry: RegistryOption = None, as_json: JsonOption = F
 
         modelctl registry verify demo-embed@stable
     """
+    from cli._progress import transfer_progress
     from registry import parse_ref
 
     model, version_ref = parse_ref(ref)
     reg = _open(registry)
     manifest = reg.manifest(model, version_ref)
-    problems = reg.verify(model, manifest.version)
+    with transfer_progress(f"verifying {model}@{manifest.version}", as_json) as progress:
+        problems = reg.verify(model, manifest.version, progress=progress)
     data: dict[str, Any] = {"model": model, "version": manifest.version, "ok": not problems,
                             "files": len(manifest.files), "problems": problems}
     if as_json:
@@ -255,11 +260,13 @@ def pull(
 
         modelctl registry pull demo-embed@stable ./models/demo-embed
     """
+    from cli._progress import transfer_progress
     from registry import parse_ref
 
     model, version_ref = parse_ref(ref)
     reg = _open(registry)
-    manifest = reg.fetch(model, version_ref, dest)
+    with transfer_progress(f"pulling {model}@{version_ref}", as_json) as progress:
+        manifest = reg.fetch(model, version_ref, dest, progress=progress)
     data = {"path": str(dest), **manifest.to_dict()}
     emit(data, as_json, lambda c: c.print(
         f"{model}@{manifest.version}: {len(manifest.files)} files, "

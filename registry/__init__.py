@@ -22,12 +22,14 @@ from registry._errors import (
 from registry._manifest import FileEntry, Manifest, read_manifest_file
 from registry._names import LATEST, TASKS, parse_ref
 from registry._open import open_store
+from registry._progress import NO_PROGRESS, Progress
 from registry._registry import Registry
 from registry._store import ArtifactStore
 
 __all__ = [
     "CURRENT",
     "LATEST",
+    "NO_PROGRESS",
     "TASKS",
     "AliasConflict",
     "ArtifactStore",
@@ -37,6 +39,7 @@ __all__ = [
     "Manifest",
     "ManifestError",
     "NotFound",
+    "Progress",
     "Registry",
     "RegistryError",
     "SourceError",

@@ -17,6 +17,7 @@ from typing import TypeVar
 from registry._checksum import Digest
 from registry._errors import ManifestError, SourceError, StoreError
 from registry._manifest import MANIFEST_NAME, FileEntry, check_relpath, utc_now
+from registry._progress import NO_PROGRESS, Progress, observing
 from registry._store import ArtifactStore
 
 CLAIMS_DIR = "_claims"
@@ -141,13 +142,17 @@ def run_parallel(func: Callable[[T], R], items: Sequence[T], threads: int) -> li
 
 
 def upload_files(
-    store: ArtifactStore, model: str, version: int, files: Sequence[SourceFile]
+    store: ArtifactStore, model: str, version: int, files: Sequence[SourceFile],
+    progress: Progress = NO_PROGRESS,
 ) -> dict[str, FileEntry]:
     """Stream every file into the version, hashing on the way; returns the entries."""
+    progress.begin(len(files), sum(f.size for f in files))
 
     def upload(item: SourceFile) -> tuple[str, FileEntry]:
         digest = Digest()
-        store.put_file(item.path, f"{version_key(model, version)}/{item.rel}", digest.update)
+        store.put_file(item.path, f"{version_key(model, version)}/{item.rel}",
+                       observing(digest, progress))
+        progress.file_done()
         return item.rel, digest.entry()
 
     # Largest first, so the big files overlap instead of finishing last.

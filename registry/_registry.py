@@ -22,6 +22,7 @@ from registry._names import (
     version_of,
 )
 from registry._open import default_url, open_store
+from registry._progress import NO_PROGRESS, Progress
 from registry._push import (
     abandon,
     claim_version,
@@ -158,12 +159,14 @@ class Registry:
         parent: int | None = None,
         framework: str = "transformers",
         metrics: Mapping[str, float] | None = None,
+        progress: Progress = NO_PROGRESS,
     ) -> Manifest:
         """Copy ``src_dir`` into a new version of ``model`` and return its manifest.
 
         Files stream up while their sha256 is computed; the manifest is written
         last. Concurrent pushes get distinct versions. With ``alias`` the alias is
-        moved to the new version afterwards (compare-and-swap).
+        moved to the new version afterwards (compare-and-swap). ``progress`` is told
+        the files and bytes as they stream (from the transfer threads).
         """
         check_model_name(model)
         check_task(task)
@@ -177,7 +180,7 @@ class Registry:
         files = scan_source(Path(src_dir).expanduser())
         version = claim_version(self._store, model)
         try:
-            entries = upload_files(self._store, model, version, files)
+            entries = upload_files(self._store, model, version, files, progress)
             manifest = Manifest(
                 name=model, version=version, created=utc_now(), task=task,
                 framework=framework, files=entries, parent=parent,
@@ -223,18 +226,21 @@ class Registry:
 
     # -- checking and fetching ------------------------------------------------
 
-    def verify(self, model: str, ref: str | int) -> list[str]:
+    def verify(self, model: str, ref: str | int, *,
+               progress: Progress = NO_PROGRESS) -> list[str]:
         """Recompute the checksums of a stored version: problems by file name
         (a changed, missing or extra file); empty means intact."""
-        return verify_stored(self._store, self.manifest(model, ref))
+        return verify_stored(self._store, self.manifest(model, ref), progress)
 
-    def fetch(self, model: str, ref: str | int, dest_dir: str | Path) -> Manifest:
+    def fetch(self, model: str, ref: str | int, dest_dir: str | Path, *,
+              progress: Progress = NO_PROGRESS) -> Manifest:
         """Download a version into ``dest_dir`` (artifact files plus MANIFEST.json),
         verifying every checksum; raises VerificationFailed and leaves nothing at
         ``dest_dir`` if any file is wrong. ``dest_dir`` must be new, empty, or an
         earlier fetch (which is replaced)."""
         manifest, raw = self.manifest_bytes(model, ref)
-        fetch_version(self._store, manifest, raw, Path(dest_dir).expanduser().absolute())
+        fetch_version(self._store, manifest, raw, Path(dest_dir).expanduser().absolute(),
+                      progress)
         return manifest
 
     def storage_uri(self, model: str, ref: str | int, *, pvc: str | None = None) -> str:

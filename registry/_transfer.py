@@ -9,25 +9,31 @@ from pathlib import Path
 from registry._checksum import Digest, compare, extra_problems
 from registry._errors import RegistryError, VerificationFailed
 from registry._manifest import MANIFEST_NAME, FileEntry, Manifest
+from registry._progress import NO_PROGRESS, Progress, observing
 from registry._push import run_parallel, version_key
 from registry._store import ArtifactStore
 
 
-def verify_stored(store: ArtifactStore, manifest: Manifest) -> list[str]:
+def verify_stored(store: ArtifactStore, manifest: Manifest,
+                  progress: Progress = NO_PROGRESS) -> list[str]:
     """Recompute every checksum of a version in the store; problems by file name."""
     prefix = version_key(manifest.name, manifest.version)
     present = set(store.list_files(prefix))
     problems = extra_problems(present, manifest)
+    progress.begin(len(manifest.files), manifest.total_size)
 
     def check(item: tuple[str, FileEntry]) -> str | None:
         rel, expected = item
         if rel not in present:
+            progress.file_done()
             return f"{rel}: missing"
         digest = Digest()
         try:
-            store.scan(f"{prefix}/{rel}", digest.update)
+            store.scan(f"{prefix}/{rel}", observing(digest, progress))
         except FileNotFoundError:
             return f"{rel}: missing"
+        finally:
+            progress.file_done()
         return compare(rel, expected, digest.entry())
 
     items = sorted(manifest.files.items())
@@ -61,7 +67,8 @@ def _move_into_place(tmp: Path, dest: Path) -> None:
 
 
 def fetch_version(
-    store: ArtifactStore, manifest: Manifest, manifest_raw: bytes, dest: Path
+    store: ArtifactStore, manifest: Manifest, manifest_raw: bytes, dest: Path,
+    progress: Progress = NO_PROGRESS,
 ) -> None:
     """Download a version into a temp sibling of ``dest``, verify every file, then
     rename it into place; on any failure the temp directory is removed."""
@@ -73,6 +80,7 @@ def fetch_version(
     tmp.mkdir()
     try:
         problems = extra_problems(store.list_files(prefix), manifest)
+        progress.begin(len(manifest.files), manifest.total_size)
 
         def download(item: tuple[str, FileEntry]) -> str | None:
             rel, expected = item
@@ -80,9 +88,11 @@ def fetch_version(
             local.parent.mkdir(parents=True, exist_ok=True)
             digest = Digest()
             try:
-                store.get_file(f"{prefix}/{rel}", local, digest.update)
+                store.get_file(f"{prefix}/{rel}", local, observing(digest, progress))
             except FileNotFoundError:
                 return f"{rel}: missing"
+            finally:
+                progress.file_done()
             return compare(rel, expected, digest.entry())
 
         items = sorted(manifest.files.items(), key=lambda kv: -kv[1].size)
