@@ -15,15 +15,19 @@ STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py r
 	capacity/_profile.py capacity/_planfile.py capacity/_sim.py capacity/_plan.py \
 	capacity/_arrivals.py capacity/_units.py predictor/_requestlog.py
 
-.PHONY: setup setup-python setup-system demo run test lint typecheck pytest bench clean
+.PHONY: setup setup-python setup-system setup-node demo run test lint typecheck pytest bench clean
 
-setup: setup-system setup-python
+setup: setup-system setup-python setup-node
 
 setup-python:
 	@scripts/setup.sh python
 
 setup-system:
 	@scripts/setup.sh system
+
+# The npm packages that type-check the Grafana dashboards (tests/dashboards).
+setup-node: setup-system
+	@scripts/setup.sh node
 
 # Demo models into the local registry (idempotent: an unchanged model is not pushed again).
 demo: setup-python

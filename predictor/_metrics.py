@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, get_args
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter, Gauge, Histogram
+
+from predictor._errors import OverloadReason
 
 # 1 ms .. 30 s, roughly x2 per step: covers a 1 ms CPU forward pass and a 30 s deadline.
 LATENCY_BUCKETS_S = (
@@ -47,7 +49,14 @@ class PredictorMetrics:
         families = _FAMILIES.get(registry)
         if families is None:
             families = _FAMILIES[registry] = cls._families(registry)
-        return cls(**families, labels={"model": model, "version": version, "role": role})
+        labels = {"model": model, "version": version, "role": role}
+        # Counters a version may never increment are exported at 0 from the start, so a
+        # rate over them reads 0, not "no data" (Prometheus' instrumentation practices,
+        # "Avoid missing metrics").
+        for reason in get_args(OverloadReason):
+            families["rejections"].labels(**labels, reason=reason)
+        families["items_expired"].labels(**labels)
+        return cls(**families, labels=labels)
 
     @staticmethod
     def _families(registry: CollectorRegistry) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent set-up. `scripts/setup.sh python` makes the virtualenv and installs the
 # project; `scripts/setup.sh system` installs the Debian packages the tests start
-# (nginx, prometheus, redis-server) when they are missing; `scripts/setup.sh all` does both.
+# (nginx, prometheus, redis-server; npm for the dashboard type check) when they are
+# missing; `scripts/setup.sh node` installs that type checker's npm packages (pinned by
+# tests/dashboards/tsc/package-lock.json); `scripts/setup.sh all` does all three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -13,6 +15,7 @@ setup_system() {
   command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx)
   command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
   command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
@@ -47,9 +50,23 @@ setup_python() {
   echo "$want" > "$stamp"
 }
 
+setup_node() {
+  local dir=tests/dashboards/tsc
+  local stamp="$dir/node_modules/.modelctl-setup"
+  local want
+  want=$(cat "$dir/package.json" "$dir/package-lock.json" | sha256sum | cut -d' ' -f1)
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+    return 0
+  fi
+  echo "setup: installing the dashboard type checker into $dir/node_modules"
+  (cd "$dir" && npm ci --silent --no-audit --no-fund)
+  echo "$want" > "$stamp"
+}
+
 case "$what" in
   python) setup_python ;;
   system) setup_system ;;
-  all) setup_system; setup_python ;;
-  *) echo "usage: $0 [python|system|all]" >&2; exit 2 ;;
+  node) setup_node ;;
+  all) setup_system; setup_python; setup_node ;;
+  *) echo "usage: $0 [python|system|node|all]" >&2; exit 2 ;;
 esac

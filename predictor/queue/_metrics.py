@@ -35,7 +35,7 @@ class QueueMetrics:
         def counter(name: str, doc: str) -> Counter:
             return Counter(name, doc, LABELS, registry=registry)
 
-        return cls(
+        metrics = cls(
             depth=gauge("modelctl_stream_depth", "Requests in the stream not yet acknowledged "
                         "(lag + pending), as this process last read it."),
             lag=gauge("modelctl_stream_lag", "Requests in the stream not yet delivered."),
@@ -55,3 +55,8 @@ class QueueMetrics:
                                 "Requests answered 503 because Redis did not answer."),
             labels=labels,
         )
+        # At 0 from the start, as the predictor's own counters (predictor/_metrics.py).
+        for family in (metrics.claims, metrics.redeliveries, metrics.dead_letters,
+                       metrics.unavailable):
+            family.labels(**labels)
+        return metrics

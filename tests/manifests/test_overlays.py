@@ -57,6 +57,8 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
     assert kinds == sorted(
         [
             "ClusterServingRuntime",
+            "ConfigMap",  # 50-grafana-dashboards.yaml: the Serving dashboard
+            "ConfigMap",  # and the Rollouts dashboard
             "Job",
             "Job",  # templates/profile-job.yaml
             "Namespace",

@@ -10,6 +10,7 @@ stable's processes while load runs (nothing fails), a second rollout is rolled b
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 
 from tests.support import free_port, wait_for
 from tests.support.devstack import DevCli, push_version, state_of, stop_recorded
+from tests.support.grafana import ALL, Prometheus, load, no_data, queries_in
 
 NAME = "queued"
 TARGET = ("--target", "local")
@@ -83,6 +85,7 @@ def test_a_queue_stack_serves_rolls_out_and_goes_down_by_pid(
     _promotion_stops_the_old_stable_and_load_sees_no_failure(dev_cli, queued, first, canary)
     promoted = state_of(dev_cli.state_dir, NAME)
     _a_rollback_stops_only_the_canary(dev_cli, dev_registry, queued, promoted)
+    _the_serving_dashboard_shows_the_queue(promoted)
     _down_stops_every_pid(dev_cli, first)
 
 
@@ -124,6 +127,19 @@ def _prometheus_scrapes_every_frontend_and_worker(state: dict[str, Any]) -> None
         return {r["metric"]["instance"] for r in result} >= wanted
 
     wait_for(all_up, timeout_s=20, interval_s=0.5, what="scrapes of every frontend and worker")
+
+
+def _the_serving_dashboard_shows_the_queue(state: dict[str, Any]) -> None:
+    """Every query of the serving dashboard, as Grafana sends it, over this stack's
+    Prometheus: all run, and the queue-mode row has data (tests/support/grafana.py)."""
+    prom = Prometheus(f"http://127.0.0.1:{state['prometheus_port']}", scrape_s=1.0)
+    board = load("modelctl-serving")
+    end = time.time()
+    chosen = {"namespace": "local", "isvc": NAME, "model": NAME, "version": ALL, "role": ALL}
+    # A queue stack runs no multi-model predictor, and fixed-latency pads no tokens.
+    padding = ("Batch cap and padding", "{{model}}@{{version}} {{role}} padding")
+    absent = queries_in(board, rows=("Multi-model",), panels=[padding])
+    assert no_data(board, prom, chosen, end - 600, end, step_s=2.0) == absent
 
 
 def _a_canary_gets_its_own_frontends_and_workers(dev_cli: DevCli, dev_registry: Path,

@@ -9,7 +9,10 @@ with ``--target local`` and the shipped analysis (4 s intervals, steps 20,50):
 2. the same version with 100 ms of injected latency is rolled back by the judge
    within two intervals; traffic goes back to stable; ``rollout status`` shows the
    numbers that decided it;
-3. the same version answering 5% of requests with 500 is rolled back.
+3. the same version answering 5% of requests with 500 is rolled back;
+
+and, last, every query of the shipped Grafana dashboards runs against what they left
+in Prometheus.
 
 In every one, the load sees no failure the rollout caused: no connection errors,
 timeouts, 502/503/504; every request nginx logged went to one predictor, without a
@@ -21,6 +24,7 @@ Why 100 req/s: the analysis needs 50 requests per version per interval
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -32,6 +36,7 @@ import pytest
 from registry import Registry
 from tests.support import free_port
 from tests.support.devstack import MODEL, Access, DevCli, push_version, state_of, stop_recorded
+from tests.support.grafana import ALL, Prometheus, load, no_data, queries_in, variables_offer
 
 RATE = 100
 INTERVAL_S = 4
@@ -212,3 +217,29 @@ def _routes(dev_cli: DevCli) -> dict[str, Any]:
 
 def _components(dev_cli: DevCli) -> list[str]:
     return [c["name"] for c in dev_cli.json("dev", "status", MODEL)["components"]]
+
+
+def test_the_dashboards_show_the_rehearsals(dev_cli: DevCli, env: str) -> None:
+    """Every panel query of both shipped dashboards, as Grafana would send it, over what
+    the rehearsals above left in the environment's Prometheus: each one parses and runs;
+    each returns data except those of modes this environment does not run."""
+    state = state_of(dev_cli.state_dir, MODEL)
+    prom = Prometheus(f"http://127.0.0.1:{state['prometheus_port']}", scrape_s=1.0)
+    end = time.time()
+    start = end - 900
+    chosen = {"namespace": "local", "isvc": MODEL, "model": MODEL, "version": ALL,
+              "role": ALL}
+    serving = load("modelctl-serving")
+    offered = variables_offer(serving, prom, chosen, start, end)
+    assert offered["namespace"] == ["local"] and offered["isvc"] == [MODEL]
+    assert offered["model"] == [MODEL] and set(offered["role"]) == {"stable", "canary"}
+    assert {"1", "2", "3"} <= set(offered["version"])
+    # In-process, fixed-latency: no tokens to pad, no multi-model or queue series.
+    padding = ("Batch cap and padding", "{{model}}@{{version}} {{role}} padding")
+    absent = queries_in(serving, rows=("Multi-model", "Queue mode"), panels=[padding])
+    assert no_data(serving, prom, chosen, start, end, step_s=2.0) == absent
+
+    rollouts = load("modelctl-rollouts")
+    assert variables_offer(rollouts, prom, chosen, start, end) == {
+        "namespace": ["local"], "isvc": [MODEL]}
+    assert no_data(rollouts, prom, chosen, start, end, step_s=2.0) == set()
