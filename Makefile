@@ -58,6 +58,14 @@ bench: setup
 	$(PY) -m bench.multi_bench all
 	$(PY) -m bench.capacity_bench all
 
+# The screenshots in docs/images, taken by the tests that open the report pages in
+# headless Chromium (docs/ROLLOUT.md).
+.PHONY: screenshots
+screenshots: setup
+	MODELCTL_SCREENSHOT_DIR=$(CURDIR)/docs/images $(VENV)/bin/python -m pytest -q \
+		"tests/system/devstack/test_rehearsals.py::test_a_slow_canary_is_rolled_back_within_two_intervals" \
+		"tests/system/shadow/test_mirror_classify.py::test_the_relabelled_classifier_fails_with_its_confusion"
+
 # The promise tests of docs/RELIABILITY.md at full length: 60 s of 5x overload, SIGTERM
 # x20, `rollout run` killed x20, 5000 fuzz cases per body kind (make test runs them short).
 .PHONY: soak

@@ -26,6 +26,7 @@ from cli._rollout_args import (
     prometheus_for,
     show,
 )
+from cli._rollout_report import report
 from cli._rollout_verbs import pause, promote, resume, rollback, run
 
 if TYPE_CHECKING:
@@ -217,5 +218,6 @@ def history(
 
 
 # Registered in this order, which is the order `modelctl rollout --help` lists them in.
-for _command in (start, status, analyze, promote, rollback, pause, resume, history, run):
+for _command in (start, status, analyze, promote, rollback, pause, resume, history, report,
+                 run):
     app.command()(_command)

@@ -62,6 +62,10 @@ def report(
     registry: RegistryOption = None,
     memory_mb: Annotated[int, typer.Option(
         "--memory-mb", help="DuckDB's memory limit; past it, it spills to disk.")] = 1024,
+    html: Annotated[Path | None, typer.Option(
+        "--html", metavar="FILE", help="Also write the report as one self-contained HTML "
+        "page with its plots (latency CDFs; cosine distribution or confusion matrix).",
+        show_default=False)] = None,
 ) -> None:
     """Join primary and shadow captures by request ID and judge the shadow.
 
@@ -81,6 +85,8 @@ def report(
 
         modelctl shadow report demo-classify --primary ./cap --shadow ./cap \\
             --threshold min_label_match=0.9 --format md --save-to-registry
+
+        modelctl shadow report demo-embed --primary ./cap --shadow ./cap --html shadow.html
     """
     from datetime import UTC, datetime
 
@@ -100,6 +106,11 @@ def report(
     doc = result.to_dict()
     if save_to_registry:
         doc["stored_at"] = _save(registry, name, result.shadow_version, doc)
+    if html is not None:
+        from shadow.page import render_html
+
+        html.write_text(render_html(doc), encoding="utf-8")
+        sys.stderr.write(f"wrote {html}\n")
     _show(doc, output_format)
     code = {"Pass": 0, "Fail": EXIT_FAIL}.get(result.verdict.value, EXIT_INCONCLUSIVE)
     raise typer.Exit(code)

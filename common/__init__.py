@@ -4,7 +4,8 @@ Today: durations as people write them on the command line (``90s``, ``500ms``,
 ``1.5h``), parsed and rendered back, and as Prometheus writes them (``5s``,
 ``1500ms``). And ``lazy_exports``, the ``__getattr__`` of a package whose heavy names load on
 first use. And the root of the error tree, ``PlatformError``, which every package's errors
-subclass (``InvalidDuration`` is one, and also a ``ValueError``).
+subclass (``InvalidDuration`` is one, and also a ``ValueError``). ``common.pages`` holds
+the pieces of a self-contained HTML report page (style, escaping, inline SVG figures).
 """
 
 from common._durations import (

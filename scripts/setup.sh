@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Idempotent set-up. `scripts/setup.sh python` makes the virtualenv and installs the
 # project; `scripts/setup.sh system` installs the Debian packages the tests start
-# (nginx, prometheus, redis-server; npm for the dashboard type check) when they are
-# missing; `scripts/setup.sh node` installs that type checker's npm packages (pinned by
-# tests/dashboards/tsc/package-lock.json); `scripts/setup.sh all` does all three.
+# (nginx, prometheus, redis-server; npm for the dashboard type check, chromium for the
+# report pages) when they are missing; `scripts/setup.sh node` installs that type
+# checker's npm packages (pinned by tests/dashboards/tsc/package-lock.json);
+# `scripts/setup.sh all` does all three.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -16,6 +17,7 @@ setup_system() {
   command -v prometheus >/dev/null 2>&1 || [ -x /usr/bin/prometheus ] || missing+=(prometheus)
   command -v redis-server >/dev/null 2>&1 || [ -x /usr/bin/redis-server ] || missing+=(redis-server)
   command -v npm >/dev/null 2>&1 || missing+=(npm)
+  [ -x /usr/bin/chromium ] || missing+=(chromium)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "setup: installing Debian packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive

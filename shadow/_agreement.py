@@ -23,6 +23,8 @@ from typing import Any
 from shadow._stats import Check, at_least, mean_interval, wilson
 
 CONFUSION_CELLS = 20
+# Every percentile 1-99: the distributions the HTML report draws, and p1/p5/p50 of them.
+PERCENTILES = [round(q / 100, 2) for q in range(1, 100)]
 
 _ITEMS = """
 SELECT unnest(from_json(po, '{t}')) AS a, unnest(from_json(so, '{t}')) AS b FROM comparable
@@ -79,15 +81,15 @@ def _embedding(con: Any, p5_threshold: float | None) -> dict[str, Any]:
         c AS (SELECT CASE WHEN isnan(raw) THEN NULL ELSE raw END AS cos, unpaired FROM sims)
         SELECT count(*) FILTER (WHERE NOT unpaired), count(*) FILTER (WHERE unpaired),
                count(cos), avg(cos), stddev_samp(cos),
-               approx_quantile(cos, [0.01, 0.05, 0.5]), min(cos),
+               approx_quantile(cos, {PERCENTILES}), min(cos),
                count(*) FILTER (WHERE cos < {below}) FROM c""").fetchone()
     items, unpaired, compared, mean, stddev, quantiles, lowest, n_below = row
-    q = quantiles or [None, None, None]
+    q = quantiles or [None] * len(PERCENTILES)
     return {
         "items": items, "unpaired_items": unpaired, "compared": compared,
         "dimension_mismatches": items - compared,
-        "cosine": {"mean": mean, "stddev": stddev, "p1": q[0], "p5": q[1], "p50": q[2],
-                   "min": lowest},
+        "cosine": {"mean": mean, "stddev": stddev, "p1": q[0], "p5": q[4], "p50": q[49],
+                   "min": lowest, "percentiles": list(q) if quantiles else []},
         "below_p5_threshold": n_below if p5_threshold is not None else None,
     }
 

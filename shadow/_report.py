@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from rollout.analysis._results import Verdict
-from shadow._agreement import agreement, agreement_checks
+from shadow._agreement import PERCENTILES, agreement, agreement_checks
 from shadow._captures import (
     CaptureSource,
     check_schema,
@@ -248,8 +248,8 @@ def _pairs(con: Any) -> dict[str, Any]:
     counts = ", ".join(f"count(*) FILTER (WHERE {cond.format(x=side)})"
                        for side in ("p", "s") for cond in _STATUS_CLASSES.values())
     row = con.execute(f"""SELECT count(*), count(*) FILTER (WHERE p.input_hash <> s.input_hash),
-        approx_quantile(p.latency_ms, [0.5, 0.99]) FILTER (WHERE p.status BETWEEN 200 AND 299),
-        approx_quantile(s.latency_ms, [0.5, 0.99]) FILTER (WHERE s.status BETWEEN 200 AND 299),
+        approx_quantile(p.latency_ms, {PERCENTILES}) FILTER (WHERE p.status BETWEEN 200 AND 299),
+        approx_quantile(s.latency_ms, {PERCENTILES}) FILTER (WHERE s.status BETWEEN 200 AND 299),
         {counts} FROM p JOIN s USING (request_id)""").fetchone()
     n, mismatched, p_lat, s_lat = row[:4]
     names = list(_STATUS_CLASSES)
@@ -257,7 +257,9 @@ def _pairs(con: Any) -> dict[str, Any]:
     for index, side in enumerate(("primary", "shadow")):
         values = row[4 + index * len(names): 4 + (index + 1) * len(names)]
         per_side[side] = dict(zip(names, (int(x) for x in values), strict=True))
-    latency = {side: {"p50": (q or [None, None])[0], "p99": (q or [None, None])[1]}
+    # p50 and p99 are the 50th and 99th of the percentiles 1-99 the page draws as CDFs.
+    latency = {side: {"p50": q[49] if q else None, "p99": q[98] if q else None,
+                      "percentiles": list(q or [])}
                for side, q in (("primary", p_lat), ("shadow", s_lat))}
     return {"pairs": int(n), "input_mismatches": int(mismatched), "status": per_side,
             "latency_ms": latency}

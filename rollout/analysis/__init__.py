@@ -22,8 +22,14 @@ from rollout.analysis._results import (
 from rollout.analysis._source import MetricSource
 
 if TYPE_CHECKING:
-    from rollout.analysis._analysis import Analysis, AnalysisSpec, load_analysis, parse_analysis
-    from rollout.analysis._prometheus import PrometheusSource
+    from rollout.analysis._analysis import (
+        Analysis,
+        AnalysisSpec,
+        load_analysis,
+        metric_query,
+        parse_analysis,
+    )
+    from rollout.analysis._prometheus import PrometheusSource, redact_url
     from rollout.analysis._setup import analysis_spec, prepare_analysis, stable_traffic_needs
 
 # The analysis pulls in scipy and the Prometheus client (seconds to import); load them
@@ -32,8 +38,10 @@ _LAZY = {
     "Analysis": "rollout.analysis._analysis",
     "AnalysisSpec": "rollout.analysis._analysis",
     "load_analysis": "rollout.analysis._analysis",
+    "metric_query": "rollout.analysis._analysis",
     "parse_analysis": "rollout.analysis._analysis",
     "PrometheusSource": "rollout.analysis._prometheus",
+    "redact_url": "rollout.analysis._prometheus",
     "analysis_spec": "rollout.analysis._setup",
     "prepare_analysis": "rollout.analysis._setup",
     "stable_traffic_needs": "rollout.analysis._setup",
@@ -55,7 +63,9 @@ __all__ = [
     "Verdict",
     "analysis_spec",
     "load_analysis",
+    "metric_query",
     "parse_analysis",
     "prepare_analysis",
+    "redact_url",
     "stable_traffic_needs",
 ]

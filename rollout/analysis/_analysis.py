@@ -20,12 +20,10 @@ from typing import Any
 
 import yaml
 
-from common import format_promql_duration
 from rollout._errors import (
     AnalysisSpecError,
     BadQueryError,
     MetricSourceError,
-    RolloutError,
     SourceUnreachableError,
 )
 from rollout.analysis._judge import (
@@ -40,7 +38,7 @@ from rollout.analysis._judge import (
 from rollout.analysis._promql import (
     PLACEHOLDERS,
     check_template,
-    label_value,
+    placeholder_values,
     placeholders_in,
     render,
 )
@@ -333,7 +331,7 @@ class Analysis:
     def _measure(
         self, metric: MetricSpec, ctx: AnalysisContext, role: str, at: float, ask: _Asker
     ) -> Measurement:
-        values = _values(ctx, role, metric.samples_step_s)
+        values = placeholder_values(ctx, role, metric.samples_step_s)
 
         def run(key: str, call: Callable[[MetricSource, str], Any]) -> Any:
             template = getattr(metric, key)
@@ -366,23 +364,6 @@ class Analysis:
         )
 
 
-def _values(ctx: AnalysisContext, role: str, step_s: float | None) -> dict[str, str]:
-    version = ctx.canary_version if role == "canary" else ctx.stable_version
-    try:
-        values = {
-            "namespace": label_value("namespace", ctx.namespace),
-            "isvc": label_value("InferenceService name", ctx.isvc),
-            "version": label_value("version", version),
-            "role": role,
-            "interval": format_promql_duration(ctx.interval_s),
-        }
-    except ValueError as exc:
-        raise RolloutError(str(exc)) from None
-    if step_s is not None:
-        values["step"] = format_promql_duration(step_s)
-    return values
-
-
 def _histogram_samples(series: list[tuple[Mapping[str, str], float]]) -> tuple[float, ...]:
     buckets: dict[float, float] = {}
     for labels, value in series:
@@ -394,3 +375,9 @@ def _histogram_samples(series: list[tuple[Mapping[str, str], float]]) -> tuple[f
             ) from None
         buckets[bound] = buckets.get(bound, 0.0) + value
     return samples_from_buckets(buckets)
+
+
+def metric_query(metric: MetricSpec, ctx: AnalysisContext, role: str) -> str:
+    """The PromQL of ``metric``'s value query for ``role`` ("canary" or "stable"), as
+    the analysis asks it (its window is the rollout's interval)."""
+    return render(metric.query, placeholder_values(ctx, role, metric.samples_step_s))

@@ -94,6 +94,11 @@ class PrometheusSource:
         return self._call(lambda: self._client.custom_query(promql, params={"time": at}), parse)
 
     def query_range(self, promql: str, start: float, end: float, step_s: float) -> list[float]:
+        return [value for _, value in self.query_points(promql, start, end, step_s)]
+
+    def query_points(self, promql: str, start: float, end: float,
+                     step_s: float) -> list[tuple[float, float]]:
+        """(unix time, value) of a range query's one series; no series is no points."""
         def ask() -> Any:
             return self._client.custom_query_range(
                 promql,
@@ -102,11 +107,12 @@ class PrometheusSource:
                 step=f"{step_s:g}",
             )
 
-        def parse(result: Any) -> list[float]:
+        def parse(result: Any) -> list[tuple[float, float]]:
             if len(result) > 1:
                 raise BadQueryError(_MANY_SERIES.format(n=len(result)))
-            values = [_number(point) for point in (result[0]["values"] if result else [])]
-            return [v for v in values if math.isfinite(v)]
+            points = [(float(point[0]), _number(point))
+                      for point in (result[0]["values"] if result else [])]
+            return [(t, v) for t, v in points if math.isfinite(v)]
 
         return self._call(ask, parse)
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
+from common import format_promql_duration
+from rollout._errors import RolloutError
+from rollout.analysis._results import AnalysisContext
+
 PLACEHOLDERS = ("namespace", "isvc", "version", "role", "interval", "step")
 # A placeholder is `{word}`; PromQL label matchers always hold an operator (`{a="b"}`)
 # and regex repetitions start with a digit (`5.{2}`), so neither is mistaken for one.
@@ -80,3 +84,22 @@ def label_value(field: str, value: str) -> str:
 def render(template: str, values: Mapping[str, str]) -> str:
     """Replace every ``{placeholder}``; a placeholder without a value is a KeyError."""
     return _PLACEHOLDER.sub(lambda m: values[m.group(1)], template)
+
+
+def placeholder_values(ctx: AnalysisContext, role: str, step_s: float | None) -> dict[str, str]:
+    """What each placeholder stands for when ``role`` ("canary" or "stable") of ``ctx``
+    is measured; a name or version that could break out of PromQL's quotes is refused."""
+    version = ctx.canary_version if role == "canary" else ctx.stable_version
+    try:
+        values = {
+            "namespace": label_value("namespace", ctx.namespace),
+            "isvc": label_value("InferenceService name", ctx.isvc),
+            "version": label_value("version", version),
+            "role": role,
+            "interval": format_promql_duration(ctx.interval_s),
+        }
+    except ValueError as exc:
+        raise RolloutError(str(exc)) from None
+    if step_s is not None:
+        values["step"] = format_promql_duration(step_s)
+    return values

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -322,3 +323,38 @@ def test_a_query_prometheus_rejects_is_refused_naming_the_metric(
     assert code == 2 and err.startswith("error: ") and "odd-latency" in err, err
     assert knative_cli.world.api.writes(before) == []
     assert knative_cli.world.registry.aliases(MODEL) == {"stable": 1}
+
+
+def test_report_of_a_cluster_rollout(knative_cli: Cli, prometheus: PrometheusServer,
+                                     tmp_path: Path) -> None:
+    """`rollout report` against a cluster (the API emulator) and a real Prometheus that
+    has no series for it: the page has the decisions and says each metric had none."""
+    knative_cli.json("start", ISVC, "--to", f"{MODEL}@2", "--steps", "10,50")
+    page = tmp_path / "report.html"
+    doc = knative_cli.json("report", ISVC, "--prometheus-url", prometheus.url, "--out",
+                           str(page))
+    assert doc["phase"] == "Progressing" and doc["outcome"].startswith("in progress")
+    assert [d["kind"] for d in doc["decisions"]] == ["RolloutStarted"]
+    assert doc["weights"][0][1] == 10 and doc["windows"] == []
+    assert {m["name"] for m in doc["metrics"]} == {"error-rate", "throttle-rate", "p99-latency"}
+    assert all(m["error"] is None and m["series"] == {"canary": [], "stable": []}
+               for m in doc["metrics"])
+    queries = doc["metrics"][0]["queries"]
+    assert f'namespace="{NAMESPACE}"' in queries["canary"] and 'version="2"' in queries["canary"]
+    assert 'version="1"' in queries["stable"]
+    text = page.read_text()
+    assert text.count("<svg") == 4 and "no series in Prometheus" in text
+    assert "<script" not in text and not re.search(r'(src|href)="(https?:)?//', text)
+
+    # Prometheus unreachable: still a page, with the decisions; each metric says why.
+    code, out, err = knative_cli("report", ISVC, "--prometheus-url", "http://127.0.0.1:9",
+                                 "--out", str(page))
+    assert code == 0 and out.strip() == str(page)
+    assert err.count("warning: ") == 3 and "127.0.0.1:9" in err
+    assert "RolloutStarted" in page.read_text()
+
+
+def test_report_without_a_rollout_is_exit_2(knative_cli: Cli, tmp_path: Path) -> None:
+    code, _, err = knative_cli("report", ISVC, "--out", str(tmp_path / "r.html"))
+    assert code == 2 and err.startswith("error: ") and "no rollout" in err
+    assert not (tmp_path / "r.html").exists()

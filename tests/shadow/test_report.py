@@ -53,6 +53,18 @@ def test_embeddings_that_agree_pass_and_perturbed_ones_fail(tmp_path: Path) -> N
     assert checks["cosine-p5"].verdict is Verdict.FAIL
     cosine = report.document["agreement"]["cosine"]
     assert cosine["p1"] < cosine["p5"] < cosine["p50"] < 1.0
+    # The percentiles the page draws are the ones p1/p5/p50 come from, in order.
+    assert len(cosine["percentiles"]) == 99 and cosine["percentiles"][4] == cosine["p5"]
+    assert cosine["percentiles"] == sorted(cosine["percentiles"])
+    latency = report.document["pairs"]["latency_ms"]["shadow"]
+    assert latency["percentiles"][98] == latency["p99"]
+
+    from shadow.page import render_html
+
+    page = render_html(report.to_dict())
+    assert page.count("<svg") == 2  # the cosine distribution and the latency CDFs
+    assert "Cosine similarity" in page and "p5 threshold 0.95" in page
+    assert "<script" not in page and "cosine-p5" in page and ">Fail<" in page
 
 
 def test_embedding_dimension_mismatch_is_counted_not_compared(tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -35,6 +36,7 @@ import pytest
 
 from registry import Registry
 from tests.support import free_port
+from tests.support.browser import view
 from tests.support.devstack import MODEL, Access, DevCli, push_version, state_of, stop_recorded
 from tests.support.grafana import ALL, Prometheus, load, no_data, queries_in, variables_offer
 
@@ -149,7 +151,8 @@ def test_a_good_canary_is_promoted_and_the_stable_alias_moves(dev_cli: DevCli,
     _no_failures_caused_by_the_rollout(r)
 
 
-def test_a_slow_canary_is_rolled_back_within_two_intervals(dev_cli: DevCli, env: str) -> None:
+def test_a_slow_canary_is_rolled_back_within_two_intervals(dev_cli: DevCli, env: str,
+                                                          tmp_path: Path) -> None:
     r = _rehearse(dev_cli, "inject_latency_ms=100", load_s=30)
     assert r.run_code == 1, r.explain()  # rolled back
     assert r.kinds() == ["RolloutStarted", "CanaryReady", "AnalysisFailed", "RollbackStarted",
@@ -172,6 +175,35 @@ def test_a_slow_canary_is_rolled_back_within_two_intervals(dev_cli: DevCli, env:
     assert "p99-latency" in text and "Fail" in text and "RolledBack" in text
     assert Registry.open(str(dev_cli.registry)).aliases(MODEL).get("canary") is None
     _no_failures_caused_by_the_rollout(r)
+    _the_report_shows_the_rollback(dev_cli, r, tmp_path)
+
+
+def _the_report_shows_the_rollback(dev_cli: DevCli, r: Rehearsal, out: Path) -> None:
+    """``rollout report`` of this rehearsal: its data, its PNGs, and its page as a real
+    browser shows it (no console error, nothing fetched, every figure drawn)."""
+    page = out / "rollout-report.html"
+    doc = dev_cli.json("rollout", "report", MODEL, "--target", "local", "--out", str(page),
+                       "--png", str(out / "png"), "--json")
+    assert doc["phase"] == "RolledBack" and doc["canary_version"] == r.version
+    assert [d["kind"] for d in doc["decisions"]] == r.kinds()
+    assert [w["kind"] for w in doc["windows"]] == ["AnalysisFailed", "RollbackStarted"]
+    assert all(w["metrics"]["p99-latency"]["verdict"] == "Fail" for w in doc["windows"])
+    panels = {p["name"]: p for p in doc["metrics"]}
+    assert set(panels) == {"error-rate", "throttle-rate", "p99-latency"}
+    assert all(p["error"] is None and p["series"]["canary"] and p["series"]["stable"]
+               for p in panels.values()), panels
+    latency = panels["p99-latency"]["series"]
+    assert max(v for _, v in latency["canary"]) > 1.5 * max(v for _, v in latency["stable"])
+    assert [Path(p).name for p in doc["png"]] == [
+        "timeline.png", "error-rate.png", "throttle-rate.png", "p99-latency.png"]
+    assert all(Path(p).stat().st_size > 5000 for p in doc["png"])
+
+    seen = view(page, out / "rollout-report.png")
+    assert seen.console_errors == [] and seen.external_requests == []
+    assert seen.svg_count == 4  # the timeline and one figure per analysed metric
+    assert f"Rollout of {MODEL}@{r.version}" in seen.title
+    assert "RolledBack" in seen.text and "AnalysisFailed" in seen.text
+    assert "p99-latency" in seen.text and "Fail" in seen.text
 
 
 def test_an_erroring_canary_is_rolled_back(dev_cli: DevCli, env: str) -> None:

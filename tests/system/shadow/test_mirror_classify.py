@@ -9,10 +9,12 @@ the same requests go to version 2 as a mesh mirror would send them.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.support.browser import view
 from tests.support.fleet import Fleet, run_cli, wait_records
 from tests.support.fleet_worlds import CLASSIFY as MODEL
 from tests.support.fleet_worlds import ClassifyWorld
@@ -35,10 +37,10 @@ def world(fleet: Fleet, spawned: dict[str, Any]) -> ClassifyWorld:
 
 
 def _report(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
-            world: ClassifyWorld, version: str) -> tuple[int, dict[str, object]]:
+            world: ClassifyWorld, version: str, *extra: str) -> tuple[int, dict[str, object]]:
     code, out, err = run_cli(monkeypatch, capsys, "shadow", "report", MODEL, "--primary",
                              str(world.capture), "--shadow", str(world.capture),
-                             "--shadow-version", version, "--format", "json")
+                             "--shadow-version", version, "--format", "json", *extra)
     assert out.strip(), err
     return code, json.loads(out)
 
@@ -56,8 +58,9 @@ def test_the_agreeing_classifier_passes(world: ClassifyWorld, monkeypatch: pytes
 
 def test_the_relabelled_classifier_fails_with_its_confusion(
         world: ClassifyWorld, monkeypatch: pytest.MonkeyPatch,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    code, doc = _report(monkeypatch, capsys, world, "2")
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    page = tmp_path / "shadow-report.html"
+    code, doc = _report(monkeypatch, capsys, world, "2", "--html", str(page))
     assert code == 1 and doc["verdict"] == "Fail"
     checks = {c["name"]: c for c in doc["checks"]}  # type: ignore[attr-defined]
     assert checks["label-match"]["verdict"] == "Fail"
@@ -65,3 +68,9 @@ def test_the_relabelled_classifier_fails_with_its_confusion(
     assert checks["label-match"]["interval"][1] < 0.95
     confusion = doc["agreement"]["confusion"]  # type: ignore[index]
     assert confusion and all(c["primary"] != c["shadow"] for c in confusion)
+    # The page, as a real browser shows it: no console error, nothing fetched, the
+    # confusion matrix and the latency CDFs drawn.
+    seen = view(page, tmp_path / "shadow-report.png")
+    assert seen.console_errors == [] and seen.external_requests == []
+    assert seen.svg_count == 2 and "Labels: primary against shadow" in seen.text
+    assert "label-match" in seen.text and "Fail" in seen.text
