@@ -3,7 +3,9 @@ rollout (``cli/_rollout.py`` registers them on the group)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -27,7 +29,8 @@ from cli._rollout_args import (
 )
 
 if TYPE_CHECKING:
-    from rollout import Engine, StepResult
+    from rollout import Engine, RolloutExporter, RolloutState, StepResult
+    from rollout.backends import TrafficBackend
 
 
 def _verb(kind: str, reason: str, isvc: str, namespace: str | None, kubeconfig: str | None,
@@ -181,6 +184,10 @@ def run(
     context: Context = None,
     target: Target = None,
     prometheus_url: PrometheusUrl = None,
+    metrics_port: Annotated[int | None, typer.Option(
+        "--metrics-port", help="Serve the rollout's weight, phase and decisions on "
+        "/metrics at this port (0: any free one) for Prometheus; --target local does it "
+        "by default, on a free port its Prometheus is told of.", show_default=False)] = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -214,8 +221,13 @@ def run(
                 if not state.phase.is_final else None)
     engine = Engine(backend, analyzer=analyzer, registry=open_registry(backend, registry),
                     holder=new_holder_id(), lease_s=lease_s, dry_run=dry_run)
-    with Progress(stderr() if json_out else stdout()) as progress:
-        result = run_loop(engine, poll_s=poll_s, deadline_s=deadline_s, progress=progress)
+    with Progress(stderr() if json_out else stdout()) as progress, \
+            _exported(backend, state, metrics_port, dry_run) as exporter:
+        def report(step: StepResult) -> None:
+            progress(step)
+            exporter.update(step.state)
+
+        result = run_loop(engine, poll_s=poll_s, deadline_s=deadline_s, progress=report)
     if json_out:
         doc: dict[str, Any] = {"outcome": result.outcome, **step_doc(result.last)}
         print_json(doc)
@@ -227,3 +239,36 @@ def run(
         sys.stderr.write(f"{result.last.seen.target}: not finished by the deadline "
                          f"({result.last.waiting})\n")
     raise typer.Exit(codes[result.outcome])
+
+
+# A cluster's PodMonitor scrapes every 15 s (manifests/40-monitoring.yaml): a run that
+# ends waits up to two scrapes for its last decisions to be read.
+CLUSTER_SCRAPE_S = 15.0
+
+
+@contextlib.contextmanager
+def _exported(backend: TrafficBackend, state: RolloutState, port: int | None,
+              dry_run: bool) -> Iterator[RolloutExporter]:
+    """The run's exporter: serving on ``port`` (a cluster's Job passes one), or for a
+    target that can announce it (``--target local``) on a free loopback port; else
+    collecting for nobody. At the end it waits (up to two scrape intervals) until its
+    last state has been scraped, so that the final decisions reach Prometheus."""
+    from rollout import RolloutExporter
+
+    exporter = RolloutExporter()
+    exporter.update(state)
+    every = backend.announce_exporter(None) if port is None and not dry_run else None
+    if port is None and every is None:
+        yield exporter
+        return
+    local = every is not None
+    served = exporter.serve(port or 0, host="127.0.0.1" if local else "0.0.0.0")
+    if local:
+        backend.announce_exporter(f"127.0.0.1:{served}")
+    try:
+        yield exporter
+        exporter.wait_scraped(2 * (every or CLUSTER_SCRAPE_S) + 1.0)
+    finally:
+        if local:
+            backend.announce_exporter(None)
+        exporter.close()

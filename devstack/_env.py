@@ -279,6 +279,17 @@ class DevEnv:
     def redis_dir(self) -> Path:
         return self.dir / "redis"
 
+    def set_rollout_target(self, address: str | None) -> None:
+        """Have Prometheus scrape a running ``rollout run``'s exporter at ``address``
+        (``None``: stop), labelled like the predictors; ``targets-rollout.json``."""
+        folder = self.prometheus_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        groups = ([{"targets": [address], "labels": {"job": "modelctl-rollout"}}]
+                  if address else [])
+        staged = folder / "targets-rollout.json.new"
+        staged.write_text(json.dumps(groups, indent=2) + "\n", encoding="utf-8")
+        os.replace(staged, folder / "targets-rollout.json")
+
     def write_targets(self, state: EnvState) -> None:
         """Point Prometheus at every recorded predictor process (file discovery picks it up)."""
         labels = {"namespace": NAMESPACE, "isvc": self.name}

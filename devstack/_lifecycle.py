@@ -159,7 +159,9 @@ def _start_prometheus(env: DevEnv, state: EnvState) -> ProcessRecord:
                    "evaluation_interval": every},
         "scrape_configs": [{
             "job_name": "modelctl-dev",
-            "file_sd_configs": [{"files": [str(folder / "targets.json")],
+            # targets.json: the predictors; targets-rollout.json: a `rollout run`'s
+            # exporter while one runs (its series carry namespace and isvc themselves).
+            "file_sd_configs": [{"files": [str(folder / "targets*.json")],
                                  "refresh_interval": every}],
         }],
     }

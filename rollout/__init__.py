@@ -39,6 +39,7 @@ from rollout._errors import (
     UnknownBackend,
     UnsupportedTarget,
 )
+from rollout._exporter import RolloutExporter
 from rollout._plan import Plan, parse_steps
 from rollout._start import start_rollout
 from rollout._state import Decision, Phase, RolloutState
@@ -62,6 +63,7 @@ __all__ = [
     "Phase",
     "Plan",
     "RolloutError",
+    "RolloutExporter",
     "RolloutState",
     "RunResult",
     "SourceUnreachableError",

@@ -29,7 +29,8 @@ SEL = ('namespace=~"$namespace", isvc=~"$isvc", model=~"$model", version=~"$vers
        'role=~"$role"')
 # Multi-model series carry only the model label of their own (plus the scrape labels).
 MULTI_SEL = 'namespace=~"$namespace", isvc=~"$isvc", model=~"$model"'
-ROLLOUT_SEL = 'namespace=~"$namespace", isvc=~"$isvc", role=~"stable|canary"'
+SCOPE = 'namespace=~"$namespace", isvc=~"$isvc"'
+ROLLOUT_SEL = f'{SCOPE}, role=~"stable|canary"'
 WHO = "{{model}}@{{version}} {{role}}"  # a series' legend: the version and its role
 
 
@@ -231,6 +232,13 @@ def rollouts() -> dict[str, Any]:
           "weight as it is really routed.",
           [(f"{total} / ignoring (role) group_left sum(rate(modelctl_requests_total"
             f"{{{ROLLOUT_SEL}}}[{RATE}]))", "{{role}}")], "percentunit")
+    b.add("Canary weight: asked and routed", "The weight the rollout asks for (exported by "
+          "`rollout run`) and the canary's share of requests as really routed.",
+          [(f'max by (canary_version) (modelctl_rollout_weight_percent{{{SCOPE}}}) / 100',
+            "asked (canary {{canary_version}})"),
+           (f'sum(rate(modelctl_requests_total{{{SCOPE}, role="canary"}}[{RATE}])) / '
+            f'sum(rate(modelctl_requests_total{{{ROLLOUT_SEL}}}[{RATE}]))', "routed")],
+          "percentunit")
     b.add("Requests by role", "Predict requests a second answered by stable and canary.",
           [(total, "{{role}}")], "reqps")
     b.row("Analysed metrics, canary against stable (the default analysis)")
@@ -249,9 +257,22 @@ def rollouts() -> dict[str, Any]:
             f"[{RATE}]))", "{{role}}")], "s")
     return dashboard(
         "modelctl-rollouts", "modelctl / Rollouts",
-        "A canary rollout: the traffic split as routed, and canary against stable on each "
-        "metric the default analysis checks.", b,
-        _scope_variables("modelctl_requests_total", ("namespace", "isvc")))
+        "A canary rollout: its decisions, the weight asked and routed, and canary against "
+        "stable on each metric the default analysis checks.", b,
+        _scope_variables("modelctl_requests_total", ("namespace", "isvc")),
+        annotations=[decision_annotations()])
+
+
+def decision_annotations() -> dict[str, Any]:
+    """Each rollout decision as an annotation, titled by its kind: an increase of
+    `rollout run`'s decision counter (@grafana/prometheus annotations.ts reads
+    ``target.expr``, ``titleFormat`` and ``tagKeys``)."""
+    return {"name": "Rollout decisions", "enable": True, "iconColor": "#d93025",
+            "datasource": DATASOURCE,
+            "target": {"refId": "Anno", "expr": "sum by (kind) (increase("
+                       f"modelctl_rollout_decisions_total{{{SCOPE}}}[{RATE}])) > 0"},
+            "titleFormat": "{{kind}}", "tagKeys": "kind", "textFormat": "",
+            "useValueForTime": False}
 
 
 DASHBOARDS = {"modelctl-serving": serving, "modelctl-rollouts": rollouts}

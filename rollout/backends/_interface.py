@@ -147,3 +147,9 @@ class TrafficBackend(Protocol):
     def default_prometheus_url(self) -> str | None:
         """The Prometheus that scrapes this target, when the operator names none."""
         ...
+
+    def announce_exporter(self, address: str | None) -> float | None:
+        """Have this target's Prometheus scrape a ``rollout run`` exporter at
+        ``address`` (``None``: it stopped); the seconds between its scrapes, or None
+        when the target cannot (a cluster's PodMonitor finds the run's pod instead)."""
+        ...

@@ -302,6 +302,11 @@ class LocalNginxBackend:
         """The environment's own Prometheus."""
         return self.env.read().prometheus_url
 
+    def announce_exporter(self, address: str | None) -> float | None:
+        """The environment's Prometheus scrapes it (file discovery)."""
+        self.env.set_rollout_target(address)
+        return self.env.read().scrape_interval_s
+
 
 def _where(predictor: Predictor) -> dict[str, Any]:
     """Where a unit runs: its one predictor's address and PID, or its queue processes."""

@@ -25,7 +25,24 @@ needs_promtool = pytest.mark.skipif(
 
 
 def monitoring() -> dict[str, dict[str, Any]]:
-    return {d["kind"]: d for d in load_all(MONITORING.read_text())}
+    """The predictor's PodMonitor and the PrometheusRule, by kind (the rollout Jobs'
+    PodMonitor has a test of its own)."""
+    return {d["kind"]: d for d in load_all(MONITORING.read_text())
+            if d["metadata"]["name"] != "modelctl-rollout"}
+
+
+def test_the_rollout_jobs_podmonitor_keeps_the_rollouts_own_labels() -> None:
+    [monitor] = [d for d in load_all(MONITORING.read_text())
+                 if d["metadata"]["name"] == "modelctl-rollout"]
+    job = next(d for d in load_all((ROOT / "manifests" / "templates" / "rollout-job.yaml")
+                                   .read_text()) if d["kind"] == "Job")
+    pod = job["spec"]["template"]
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= pod["metadata"]["labels"].items()
+    [endpoint] = monitor["spec"]["podMetricsEndpoints"]
+    assert endpoint["honorLabels"] is True
+    [container] = pod["spec"]["containers"]
+    port = next(p for p in container["ports"] if p["name"] == endpoint["port"])
+    assert f"--metrics-port={port['containerPort']}" in container["args"]
 
 
 def exported_series() -> set[str]:

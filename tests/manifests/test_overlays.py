@@ -63,6 +63,7 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
             "Job",  # templates/profile-job.yaml
             "Namespace",
             "PodMonitor",
+            "PodMonitor",  # the rollout Jobs'
             "PrometheusRule",
             "Role",
             "RoleBinding",

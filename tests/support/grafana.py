@@ -152,3 +152,18 @@ def variables_offer(board: Mapping[str, Any], prom: Prometheus, chosen: Mapping[
                             scrape_s=prom.scrape_s)
         offered[variable["name"]] = prom.variable_values(query, start, end)
     return offered
+
+
+def annotations_without_data(board: Mapping[str, Any], prom: Prometheus,
+                             chosen: Mapping[str, Any], start: float, end: float,
+                             step_s: float) -> set[str]:
+    """The names of the dashboard's annotations whose query (``target.expr``, as
+    @grafana/prometheus's prepareAnnotation keeps it) finds no event over [start, end];
+    every query must parse and run."""
+    empty = set()
+    for annotation in board["annotations"]["list"]:
+        expr = interpolate(annotation["target"]["expr"], board, chosen, interval_s=step_s,
+                           scrape_s=prom.scrape_s)
+        if not prom.query_range(expr, start, end, step_s):
+            empty.add(annotation["name"])
+    return empty

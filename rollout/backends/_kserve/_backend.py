@@ -271,6 +271,10 @@ class KServeBackend:
         """None: a cluster names no Prometheus of its own (``--prometheus-url``)."""
         return None
 
+    def announce_exporter(self, address: str | None) -> float | None:
+        """None: the PodMonitor of manifests/40-monitoring.yaml finds a run's pod."""
+        return None
+
 
 # -- shared ------------------------------------------------------------------------
 def read_workers(kube: KubeClient, namespace: str, isvc: str, candidate: str) -> queue.Workers:

@@ -4,6 +4,7 @@
 // target as a Prometheus query (`Prometheus`, @grafana/prometheus's dataquery.gen).
 // JSON has no enums, so `Json<T>` turns each string enum into its values.
 import type {
+  AnnotationQuery,
   Dashboard,
   DataSourceRef,
   FieldConfigSource,
@@ -56,12 +57,25 @@ interface Row extends Omit<RowPanel, 'type' | 'panels'> {
   panels: [];
 }
 
-interface ModelctlDashboardShape extends Omit<Dashboard, 'panels' | 'templating'> {
+// A Prometheus annotation as @grafana/prometheus's annotations.ts reads it: the query
+// in `target` (prepareAnnotation), the event's title and tags from its labels
+// (processEvents: titleFormat, tagKeys, textFormat, useValueForTime).
+interface PrometheusAnnotation extends Omit<AnnotationQuery, 'target' | 'datasource'> {
+  datasource: DataSourceRef;
+  target: Pick<Prometheus, 'refId' | 'expr'>;
+  titleFormat: string;
+  tagKeys: string;
+  textFormat: string;
+  useValueForTime: boolean;
+}
+
+interface ModelctlDashboardShape extends Omit<Dashboard, 'panels' | 'templating' | 'annotations'> {
   uid: string;
   title: string;
   description: string;
   panels: Array<TimeSeriesPanel | HeatmapPanel | Row>;
   templating: { list: VariableModel[] };
+  annotations: { list: PrometheusAnnotation[] };
 }
 
 export type ModelctlDashboard = Json<ModelctlDashboardShape>;
