@@ -4,7 +4,6 @@ threads, so an implementation must be thread-safe."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Protocol
 
 from registry._checksum import Digest, Observer
@@ -40,10 +39,9 @@ def observing(digest: Digest, progress: Progress) -> Observer:
     """An observer that hashes each chunk and reports its size."""
     if isinstance(progress, NoProgress):
         return digest.update
-    update: Callable[[memoryview], None] = digest.update
 
     def observe(chunk: memoryview) -> None:
-        update(chunk)
+        digest.update(chunk)
         progress.advance(len(chunk))
 
     return observe

@@ -9,7 +9,6 @@ from common.pages import badge, escape, number, page, svg
 from rollout.report._data import MetricPanel, Report, Window
 from rollout.report._plots import metric_figure, weight_figure
 
-_e = escape
 OUTCOME_CLASS = {"Promoted": "good", "RolledBack": "bad", "RollingBack": "bad"}
 
 
@@ -38,7 +37,7 @@ def _summary(report: Report) -> str:
         ("Analyses", ", ".join(f"{n} {v}" for v, n in _verdicts(report.windows)) or "none"),
         ("Metrics from", report.prometheus or "no Prometheus: decisions only"),
     ]
-    body = "".join(f"<tr><th>{_e(k)}</th><td>{_e(v)}</td></tr>" for k, v in rows)
+    body = "".join(f"<tr><th>{escape(k)}</th><td>{escape(v)}</td></tr>" for k, v in rows)
     return f"<table>{body}</table>"
 
 
@@ -51,8 +50,8 @@ def _verdicts(windows: tuple[Window, ...]) -> list[tuple[str, int]]:
 
 def _decisions(report: Report) -> str:
     rows = "".join(
-        f"<tr><td class='num'>{_offset(report, d['at'])}</td><td>{_e(d['kind'])}</td>"
-        f"<td class='num'>{d['weight_pct']}%</td><td>{_e(d['message'])}</td></tr>"
+        f"<tr><td class='num'>{_offset(report, d['at'])}</td><td>{escape(d['kind'])}</td>"
+        f"<td class='num'>{d['weight_pct']}%</td><td>{escape(d['message'])}</td></tr>"
         for d in report.decisions)
     return ("<table><tr><th>At</th><th>Decision</th><th>Weight</th><th>Why</th></tr>"
             f"{rows}</table>")
@@ -69,7 +68,7 @@ def _windows_table(report: Report, panel: MetricPanel) -> str:
             f"{_offset(report, window.end)}</td><td class='num'>{window.weight_pct}%</td>"
             f"<td>{badge(seen.get('verdict'))}</td>"
             f"<td class='num'>{number(seen.get('canary'))}</td>"
-            f"<td class='num'>{number(seen.get('stable'))}</td><td>{_e(window.kind)}</td></tr>")
+            f"<td class='num'>{number(seen.get('stable'))}</td><td>{escape(window.kind)}</td></tr>")
     if not rows:
         return "<p class='muted'>No analysis measured this metric.</p>"
     return ("<table><tr><th>Window</th><th>Weight</th><th>Verdict</th><th>Canary</th>"
@@ -77,10 +76,10 @@ def _windows_table(report: Report, panel: MetricPanel) -> str:
 
 
 def _metric_section(report: Report, panel: MetricPanel) -> str:
-    queries = "".join(f"<p class='muted'>{_e(role)}:</p><pre>{_e(q)}</pre>"
+    queries = "".join(f"<p class='muted'>{escape(role)}:</p><pre>{escape(q)}</pre>"
                       for role, q in panel.queries.items())
-    return (f"<section class='metric' data-metric='{_e(panel.name)}'>"
-            f"<h2>{_e(panel.name)}</h2>"
+    return (f"<section class='metric' data-metric='{escape(panel.name)}'>"
+            f"<h2>{escape(panel.name)}</h2>"
             f"{svg(metric_figure(report, panel))}"
             f"{_windows_table(report, panel)}"
             f"<details><summary>Queries</summary>{queries}</details></section>")
@@ -100,7 +99,7 @@ def render_html(report: Report) -> str:
     outcome = OUTCOME_CLASS.get(report.phase, "neutral")
     return page(title, (
         f"<p class='muted'>modelctl rollout report, generated {_time(report.generated_at)}</p>"
-        f"<div class='outcome {outcome}'>{_e(report.phase)}: {_e(report.outcome)}</div>"
+        f"<div class='outcome {outcome}'>{escape(report.phase)}: {escape(report.outcome)}</div>"
         f"{_summary(report)}"
         "<h2>Timeline</h2>"
         f"{svg(weight_figure(report))}"

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.pages import VERDICT_COLORS, figure, png
+from rollout._state import WARNING_KINDS
 from rollout.report._data import MetricPanel, Report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 COLORS = {"canary": "#e8710a", "stable": "#1a73e8"}
-WARNING_KINDS = {"AnalysisFailed", "RollbackStarted", "RolledBack"}
 
 
 def _scale(report: Report) -> tuple[float, str]:

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 COLORS = {"primary": "#1a73e8", "shadow": "#e8710a"}
-PERCENTS = [q for q in range(1, 100)]
+PERCENTS = list(range(1, 100))  # the report's percentiles 1-99
 
 
 def _cdf(ax: Any, values: Sequence[float], **style: Any) -> None:
