@@ -15,15 +15,20 @@ STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py r
 	capacity/_profile.py capacity/_planfile.py capacity/_sim.py capacity/_plan.py \
 	capacity/_arrivals.py capacity/_units.py predictor/_requestlog.py
 
-.PHONY: setup setup-python setup-system setup-node demo run test lint typecheck pytest bench clean
+.PHONY: setup setup-python setup-system setup-node setup-cluster demo run test lint typecheck pytest bench clean
 
-setup: setup-system setup-python setup-node
+setup: setup-system setup-python setup-node setup-cluster
 
 setup-python:
 	@scripts/setup.sh python
 
 setup-system:
 	@scripts/setup.sh system
+
+# The tests' control plane, built from the Go modules devcluster/ pins (once per machine:
+# cached outside the repository, keyed by devcluster/go.sum), and the upstream CRDs.
+setup-cluster:
+	@scripts/setup.sh cluster
 
 # The npm packages that type-check the Grafana dashboards (tests/dashboards).
 setup-node: setup-system

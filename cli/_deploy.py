@@ -25,7 +25,7 @@ CrdsOption = Annotated[
     typer.Option(
         "--crds",
         help="Folder of CRD YAML to validate against, offline (default: $MODELCTL_CRDS_DIR, "
-        "else the cluster's CRDs, else ../shared/crds beside the checkout).",
+        "else the cluster's CRDs, else .modelctl/crds in a checkout, which make setup fills).",
         show_default=False,
     ),
 ]
@@ -243,7 +243,7 @@ def validate_command(
     Custom resources meet their CRD schema (unknown fields are errors):
     from --crds DIR or $MODELCTL_CRDS_DIR, else as the cluster of
     --kubeconfig/--context ($KUBECONFIG, ~/.kube/config) serves them,
-    else ../shared/crds beside a checkout; the first stderr line says
+    else .modelctl/crds in a checkout (make setup); the first stderr line says
     which. Built-in kinds meet Kubernetes' own schemas for --kube-version;
     kustomize folders are rendered first. Then the rules: KServe's
     validating webhook for each InferenceService (its lines name the

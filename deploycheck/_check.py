@@ -70,8 +70,8 @@ def find_crds(
 ) -> CrdIndex:
     """The CRDs to validate against, first found: the folder ``explicit`` (--crds) or
     $MODELCTL_CRDS_DIR (offline); the cluster of ``kubeconfig``/``context`` (or of
-    $KUBECONFIG, ~/.kube/config when one exists); ``../shared/crds`` beside a checkout.
-    Otherwise a ``DeployError`` naming all three."""
+    $KUBECONFIG, ~/.kube/config when one exists); ``.modelctl/crds`` in a checkout
+    (``make setup`` gathers them). Otherwise a ``DeployError`` naming all three."""
     if explicit is not None or os.environ.get(_locate.CRDS_ENV):
         return load_crds(_locate.find_crds_dir(explicit).resolve())
     if kubeconfig is not None or context is not None or kubeconfig_paths(None):
@@ -83,7 +83,7 @@ def find_crds(
         "no CRD schemas to validate against: pass --crds DIR (or set "
         f"${_locate.CRDS_ENV}) for a folder of CustomResourceDefinition YAML, --kubeconfig "
         "FILE / --context NAME (or $KUBECONFIG, ~/.kube/config) to read a cluster's, or run "
-        f"from a checkout with {beside} beside it"
+        f"`make setup` in a checkout, which fills {beside}"
     )
 
 

@@ -23,8 +23,9 @@ def repo_root() -> Path:
 
 
 def checkout_crds_dir() -> Path:
-    """``<repo>/../shared/crds``: where a checkout's CI keeps the upstream CRDs."""
-    return repo_root().parent / "shared" / "crds"
+    """``<repo>/.modelctl/crds``: the upstream CRDs ``make setup`` gathers from the Go
+    modules pinned in ``devcluster/`` (``devcluster/build.sh --crds``)."""
+    return repo_root() / ".modelctl" / "crds"
 
 
 def has_crd_files(path: Path) -> bool:
@@ -32,7 +33,7 @@ def has_crd_files(path: Path) -> bool:
 
 
 def find_crds_dir(explicit: Path | None = None) -> Path:
-    """``explicit``, else ``$MODELCTL_CRDS_DIR``, else ``<repo>/../shared/crds``."""
+    """``explicit``, else ``$MODELCTL_CRDS_DIR``, else ``<repo>/.modelctl/crds``."""
     if explicit is not None:
         path, origin = explicit, "--crds"
     elif os.environ.get(CRDS_ENV):

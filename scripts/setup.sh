@@ -4,7 +4,10 @@
 # (nginx, prometheus, redis-server; npm for the dashboard type check, chromium for the
 # report pages) when they are missing; `scripts/setup.sh node` installs that type
 # checker's npm packages (pinned by tests/dashboards/tsc/package-lock.json);
-# `scripts/setup.sh all` does all three.
+# `scripts/setup.sh cluster` builds the tests' control plane from Go modules (etcd,
+# Kubernetes, KWOK, KServe, KEDA, Knative: devcluster/build.sh, cached outside the
+# repository) and links the upstream CRDs it gathers at .modelctl/crds;
+# `scripts/setup.sh all` does all four.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -65,10 +68,22 @@ setup_node() {
   echo "$want" > "$stamp"
 }
 
+setup_cluster() {
+  local out
+  if ! command -v go >/dev/null 2>&1; then
+    echo "setup: Go is needed to build the control plane (devcluster/go.mod names the version)" >&2
+    exit 1
+  fi
+  out=$(devcluster/build.sh | tail -n 1)
+  mkdir -p .modelctl
+  ln -sfn "$out/crds" .modelctl/crds
+}
+
 case "$what" in
   python) setup_python ;;
   system) setup_system ;;
   node) setup_node ;;
-  all) setup_system; setup_python; setup_node ;;
-  *) echo "usage: $0 [python|system|node|all]" >&2; exit 2 ;;
+  cluster) setup_cluster ;;
+  all) setup_system; setup_python; setup_node; setup_cluster ;;
+  *) echo "usage: $0 [python|system|node|cluster|all]" >&2; exit 2 ;;
 esac

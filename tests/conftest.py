@@ -12,6 +12,7 @@ if str(ROOT) not in sys.path:
 # Fixtures that tests in more than one folder use (a unit folder and tests/system/):
 # registered once here, so a session fixture starts its processes once per run.
 pytest_plugins = [
+    "tests.support.cluster.fixtures",
     "tests.support.devstack",
     "tests.support.fleet",
     "tests.support.manifests",

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Builds the local control plane's binaries and gathers the upstream CRDs, once per
+# machine: everything lands in a cache folder outside the repository keyed by this
+# folder's go.mod, go.sum, modules.txt and this script, so a second run builds nothing
+# (the Go build cache does the rest when a pin moves).
+#
+#   devcluster/build.sh            build what is missing; print the cache folder last
+#   devcluster/build.sh --print    print the cache folder only (nothing is built)
+#   devcluster/build.sh --crds     only the CRDs (no Go build: module downloads only)
+#
+# $MODELCTL_DEVCLUSTER_CACHE moves the cache (default ~/.cache/modelctl/devcluster).
+# Binaries built from this folder's go.mod: etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler, kwok and Knative Serving's controller, webhook, autoscaler and
+# activator. KServe's manager and KEDA's operator and webhooks are built inside their own
+# downloaded module (modules.txt), since their go.mod has exclude and replace directives
+# that apply only to the main module.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+cd "$here"
+
+# Bump RECIPE when this script builds something differently; the pins key the rest.
+RECIPE=1
+key=$( (cat go.mod go.sum modules.txt; echo "$RECIPE") | sha256sum | cut -c1-16)
+root="${MODELCTL_DEVCLUSTER_CACHE:-$HOME/.cache/modelctl/devcluster}"
+out="$root/$key"
+if [ "${1:-}" = "--print" ]; then
+  echo "$out"
+  exit 0
+fi
+mkdir -p "$out/bin" "$out/crds"
+
+# The Kubernetes version the binaries report: component-base's version variables, which
+# KWOK, Knative and KEDA read from /version (unset, they say v0.0.0-master).
+k8s_version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' go.mod)
+k8s_minor=$(echo "$k8s_version" | cut -d. -f2)
+version_flags="-X k8s.io/component-base/version.gitVersion=$k8s_version \
+-X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$k8s_minor \
+-X k8s.io/component-base/version.buildDate=1970-01-01T00:00:00Z \
+-X k8s.io/client-go/pkg/version.gitVersion=$k8s_version \
+-X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$k8s_minor"
+export CGO_ENABLED=0 GOFLAGS=-mod=readonly
+
+module_dir() {  # the read-only folder of a downloaded module, fetched if missing
+  go mod download -json "$1@$2" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))'
+}
+
+pin() {  # the version modules.txt names for a module
+  awk -v m="$1" '$1 == m { print $2; exit }' modules.txt
+}
+
+build() {  # build NAME PACKAGE [DIR]: one binary, timed, skipped when present
+  local name="$1" pkg="$2" dir="${3:-$here}" started
+  if [ -x "$out/bin/$name" ]; then
+    return 0
+  fi
+  started=$(date +%s)
+  echo "devcluster: building $name ($pkg)"
+  (cd "$dir" && go build -trimpath -ldflags "-s -w $version_flags" -o "$out/bin/$name.tmp" "$pkg")
+  mv "$out/bin/$name.tmp" "$out/bin/$name"
+  echo "devcluster: built $name in $(( $(date +%s) - started )) s"
+}
+
+crds() {  # copy the upstream CRDs this project validates and applies
+  local dir
+  [ -f "$out/crds/.done" ] && return 0
+  echo "devcluster: gathering CRDs"
+  rm -rf "$out/crds" && mkdir -p "$out/crds"/{kserve,keda,gateway-api,prometheus-operator,istio,knative}
+  dir=$(module_dir github.com/kserve/kserve "$(pin github.com/kserve/kserve)")
+  cp "$dir"/config/crd/full/serving.kserve.io_*.yaml "$dir"/config/crd/full/clusterstoragecontainer/*_clusterstoragecontainers.yaml \
+    "$out/crds/kserve/"
+  dir=$(module_dir github.com/kedacore/keda/v2 "$(pin github.com/kedacore/keda/v2)")
+  cp "$dir"/config/crd/bases/*.yaml "$out/crds/keda/"
+  dir=$(module_dir sigs.k8s.io/gateway-api "$(pin sigs.k8s.io/gateway-api)")
+  cp "$dir"/config/crd/standard/gateway.networking.k8s.io_{gatewayclasses,gateways,httproutes,referencegrants,grpcroutes}.yaml \
+    "$out/crds/gateway-api/"
+  dir=$(module_dir github.com/prometheus-operator/prometheus-operator \
+    "$(pin github.com/prometheus-operator/prometheus-operator)")
+  cp "$dir"/example/prometheus-operator-crd/monitoring.coreos.com_{podmonitors,servicemonitors,prometheusrules}.yaml \
+    "$out/crds/prometheus-operator/"
+  dir=$(module_dir istio.io/api "$(pin istio.io/api)")
+  cp "$dir"/kubernetes/customresourcedefinitions.gen.yaml "$out/crds/istio/"
+  # Knative Serving's and its networking layer's CRDs (the YAML files that hold one).
+  for dir in "$(go list -m -f '{{.Dir}}' knative.dev/serving)/config/core/300-resources" \
+             "$(go list -m -f '{{.Dir}}' knative.dev/networking)/config"; do
+    grep -l '^kind: CustomResourceDefinition' "$dir"/*.yaml | xargs -I{} cp {} "$out/crds/knative/"
+  done
+  chmod -R u+w "$out/crds"
+  touch "$out/crds/.done"
+}
+
+crds
+if [ "${1:-}" = "--crds" ]; then
+  echo "$out"
+  exit 0
+fi
+
+total=$(date +%s)
+build etcd go.etcd.io/etcd/server/v3
+build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
+build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
+build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+kwok=$(module_dir sigs.k8s.io/kwok "$(pin sigs.k8s.io/kwok)")
+build kwok ./cmd/kwok "$kwok"
+kserve=$(module_dir github.com/kserve/kserve "$(pin github.com/kserve/kserve)")
+build kserve-manager ./cmd/manager "$kserve"
+keda=$(module_dir github.com/kedacore/keda/v2 "$(pin github.com/kedacore/keda/v2)")
+build keda-operator ./cmd/operator "$keda"
+build keda-webhooks ./cmd/webhooks "$keda"
+build knative-controller knative.dev/serving/cmd/controller
+build knative-webhook knative.dev/serving/cmd/webhook
+build knative-autoscaler knative.dev/serving/cmd/autoscaler
+build knative-activator knative.dev/serving/cmd/activator
+echo "devcluster: all binaries in $out/bin ($(( $(date +%s) - total )) s this run)"
+echo "$out"

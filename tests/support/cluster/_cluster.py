@@ -1,0 +1,123 @@
+"""One test cluster: the control plane, KServe on it, the gateway stand-in, and how a
+test gets a namespace of its own with modelctl's manifests applied."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes import config
+
+from rollout.backends._kserve._kube import KubeClient
+from tests.support.cluster._binaries import ROOT, binaries
+from tests.support.cluster._controlplane import ControlPlane, write_kubeconfig
+from tests.support.cluster._gateway import GatewayStandIn
+from tests.support.cluster._kserve import GATEWAY, KServe
+
+MANIFESTS = ROOT / "manifests"
+# What a Standard-mode canary needs of KServe's shipped config (docs/ROLLOUT.md).
+GATEWAY_API = {"ingress": {"enableGatewayApi": True}}
+_counter = itertools.count(1)
+
+
+@dataclass
+class Cluster:
+    plane: ControlPlane
+    kserve: KServe
+    gateway: GatewayStandIn
+    namespaces: list[str] = field(default_factory=list)
+
+    def api_client(self) -> Any:
+        return config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
+
+    def admin(self, namespace: str = "default") -> KubeClient:
+        return KubeClient(self.api_client(), namespace=namespace)
+
+    def kubectl(self, *args: str, **kwargs: Any) -> Any:
+        return self.plane.kubectl(*args, **kwargs)
+
+    def apply(self, docs: list[dict[str, Any]] | str, **kwargs: Any) -> str:
+        return self.plane.apply(docs, **kwargs)
+
+    def new_namespace(self, prefix: str = "t") -> str:
+        """A fresh namespace with the rollout's ServiceAccount, Role and RoleBinding
+        (manifests/30-rollout-rbac.yaml) and the models' ServiceAccount in it."""
+        name = f"{prefix}-{next(_counter)}"
+        self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
+        docs = []
+        for path in ("20-registry-access.yaml", "30-rollout-rbac.yaml"):
+            for doc in yaml.safe_load_all((MANIFESTS / path).read_text()):
+                if doc and doc.get("kind") != "Secret":
+                    doc = copy.deepcopy(doc)
+                    doc["metadata"]["namespace"] = name
+                    for subject in doc.get("subjects") or []:
+                        subject["namespace"] = name
+                    docs.append(doc)
+        self.apply(docs)
+        self.namespaces.append(name)
+        return name
+
+    def rollout_kubeconfig(self, namespace: str, folder: Path) -> Path:
+        """A kubeconfig that authenticates as ``modelctl-rollout`` in ``namespace`` with a
+        token from the TokenRequest API (what a Job's projected token holds)."""
+        token = self.kubectl("create", "token", "modelctl-rollout", "-n", namespace,
+                             "--duration", "2h").stdout.strip()
+        path = folder / f"rollout-{namespace}.kubeconfig"
+        write_kubeconfig(path, self.plane.server, self.plane.pki.ca.cert,
+                         user=f"system:serviceaccount:{namespace}:modelctl-rollout",
+                         token=token)
+        return path
+
+    def rollout_client(self, namespace: str, folder: Path) -> KubeClient:
+        path = self.rollout_kubeconfig(namespace, folder)
+        return KubeClient(config.new_client_from_config(config_file=str(path)),
+                          namespace=namespace)
+
+    def stop(self) -> None:
+        self.gateway.stop()
+        self.plane.stop()
+
+
+def _apply_platform(cluster: Cluster) -> None:
+    """The cluster-wide part of modelctl's manifests (the ClusterServingRuntime), and
+    the Gateway KServe's shipped config names for its HTTPRoutes."""
+    runtime = yaml.safe_load((MANIFESTS / "10-serving-runtime.yaml").read_text())
+    cluster.apply([runtime])
+    namespace, name = GATEWAY
+    cluster.apply([
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "GatewayClass",
+         "metadata": {"name": "modelctl-test"},
+         "spec": {"controllerName": "modelctl.io/test-gateway"}},
+        {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+         "metadata": {"name": name, "namespace": namespace},
+         "spec": {"gatewayClassName": "modelctl-test",
+                  "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                                 "allowedRoutes": {"namespaces": {"from": "All"}}}]}},
+    ])
+
+
+def start_cluster(workdir: Path) -> Cluster:
+    """Start everything; the caller stops it (``Cluster.stop``)."""
+    started = time.monotonic()
+    plane = ControlPlane(workdir, binaries()).start()
+    try:
+        kserve = KServe(plane, binaries(), GATEWAY_API).install()
+        api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
+        gateway = GatewayStandIn(api).start()
+    except BaseException:
+        plane.stop()
+        raise
+    cluster = Cluster(plane=plane, kserve=kserve, gateway=gateway)
+    try:
+        _apply_platform(cluster)
+    except BaseException:
+        cluster.stop()
+        raise
+    cluster.started_in_s = time.monotonic() - started  # type: ignore[attr-defined]
+    return cluster
+

@@ -1,0 +1,255 @@
+"""A real Kubernetes control plane on 127.0.0.1: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler and KWOK, from ``devcluster/build.sh``.
+
+Flags follow what KWOK's own binary runtime passes (sigs.k8s.io/kwok v0.7.0,
+``pkg/kwokctl/components/kube_apiserver.go``, ``kube_controller_manager.go``,
+``kube_scheduler.go``, ``kwok_controller.go``), with RBAC authorization, service-account
+tokens and admission webhooks on, and ``--enable-aggregator-routing`` since no
+kube-proxy runs. KWOK plays the kubelet: Nodes annotated ``kwok.x-k8s.io/node: fake``
+are kept Ready, and Pods scheduled to them go Running and Ready by its default Stages
+(``kustomize/stage/node/fast``, ``kustomize/stage/pod/fast``), with no container
+runtime. Every process is started here and stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.cluster._binaries import Binaries
+from tests.support.cluster._pki import PKI, KeyPair
+from tests.support.procs import ManagedProcess, free_port, wait_for
+
+SERVICE_CIDR = "10.96.0.0/16"
+NODE_ANNOTATION = "kwok.x-k8s.io/node"
+START_TIMEOUT_S = 60.0
+
+
+def write_kubeconfig(path: Path, server: str, ca: Path, *, user: str,
+                     pair: KeyPair | None = None, token: str | None = None) -> Path:
+    """A kubeconfig with one cluster, one user (a client certificate or a token)."""
+    creds: dict[str, Any] = {}
+    if pair is not None:
+        creds = {"client-certificate": str(pair.cert), "client-key": str(pair.key)}
+    if token is not None:
+        creds = {"token": token}
+    doc = {
+        "apiVersion": "v1", "kind": "Config", "current-context": "modelctl-test",
+        "clusters": [{"name": "modelctl-test",
+                      "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": creds}],
+        "contexts": [{"name": "modelctl-test",
+                      "context": {"cluster": "modelctl-test", "user": user}}],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    path.chmod(0o600)
+    return path
+
+
+@dataclass
+class ControlPlane:
+    """The processes of one control plane, and how to reach it as cluster-admin."""
+
+    workdir: Path
+    binaries: Binaries
+    pki: PKI = field(init=False)
+    server: str = field(init=False, default="")
+    admin_kubeconfig: Path = field(init=False)
+    procs: list[ManagedProcess] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs = self.workdir / "logs"
+        self.logs.mkdir(exist_ok=True)
+        self.pki = PKI(self.workdir / "pki")
+        self.admin_kubeconfig = self.workdir / "admin.kubeconfig"
+
+    # -- start ------------------------------------------------------------------------
+    def start(self) -> ControlPlane:
+        started = time.monotonic()
+        try:
+            self._start_etcd()
+            self._start_apiserver()
+            self._start_controllers()
+            self.wait_for_namespace("default", START_TIMEOUT_S)
+            self.add_node("kwok-node-0")
+        except BaseException:
+            self.stop()
+            raise
+        self.started_in_s = time.monotonic() - started
+        return self
+
+    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None = None,
+               ) -> ManagedProcess:
+        proc = ManagedProcess(name, argv, log_dir=self.logs, env=env)
+        self.procs.append(proc)
+        return proc
+
+    def _start_etcd(self) -> None:
+        client, peer = free_port(), free_port()
+        self.etcd_url = f"http://127.0.0.1:{client}"
+        proc = self._spawn("etcd", [
+            str(self.binaries.path("etcd")), "--data-dir", str(self.workdir / "etcd"),
+            "--name", "node0", "--listen-client-urls", self.etcd_url,
+            "--advertise-client-urls", self.etcd_url,
+            "--listen-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
+            "--initial-cluster", f"node0=http://127.0.0.1:{peer}",
+            "--listen-metrics-urls", f"http://127.0.0.1:{free_port()}",
+            "--unsafe-no-fsync", "--quota-backend-bytes", str(2 * 1024**3),
+            "--log-level", "warn"])
+        self._wait_healthy(proc, f"{self.etcd_url}/health", tls=False)
+
+    def _start_apiserver(self) -> None:
+        port = free_port()
+        self.server = f"https://127.0.0.1:{port}"
+        serving = self.pki.issue("apiserver", common="kube-apiserver", server_names=(
+            "127.0.0.1", "localhost", "kubernetes", "kubernetes.default",
+            "kubernetes.default.svc", "kubernetes.default.svc.cluster.local", "10.96.0.1"))
+        self.admin = self.pki.issue("admin", common="kubernetes-admin", org="system:masters",
+                                    client=True)
+        proxy = self.pki.issue("front-proxy-client", common="front-proxy-client",
+                               client=True)
+        self.sa_key = self.pki.signing_key("sa")
+        write_kubeconfig(self.admin_kubeconfig, self.server, self.pki.ca.cert,
+                         user="kubernetes-admin", pair=self.admin)
+        proc = self._spawn("kube-apiserver", [
+            str(self.binaries.path("kube-apiserver")),
+            "--etcd-servers", self.etcd_url, "--bind-address", "127.0.0.1",
+            "--advertise-address", "127.0.0.1", "--secure-port", str(port),
+            "--cert-dir", str(self.workdir / "apiserver-certs"),
+            "--tls-cert-file", str(serving.cert), "--tls-private-key-file", str(serving.key),
+            "--client-ca-file", str(self.pki.ca.cert),
+            "--service-account-key-file", str(self.sa_key.cert),
+            "--service-account-signing-key-file", str(self.sa_key.key),
+            "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
+            "--authorization-mode", "Node,RBAC",
+            "--enable-admission-plugins", "NodeRestriction",
+            "--service-cluster-ip-range", SERVICE_CIDR,
+            "--enable-aggregator-routing=true", "--allow-privileged=true",
+            "--requestheader-client-ca-file", str(self.pki.ca.cert),
+            "--requestheader-allowed-names", "front-proxy-client",
+            "--requestheader-username-headers", "X-Remote-User",
+            "--requestheader-group-headers", "X-Remote-Group",
+            "--requestheader-extra-headers-prefix", "X-Remote-Extra-",
+            "--proxy-client-cert-file", str(proxy.cert),
+            "--proxy-client-key-file", str(proxy.key),
+            "--enable-priority-and-fairness=false", "--profiling=false",
+            "--max-requests-inflight=0", "--max-mutating-requests-inflight=0",
+            "--endpoint-reconciler-type", "none", "--v=1"])
+        self._wait_healthy(proc, f"{self.server}/readyz", tls=True)
+
+    def _start_controllers(self) -> None:
+        kcm = self._spawn("kube-controller-manager", [
+            str(self.binaries.path("kube-controller-manager")),
+            "--kubeconfig", str(self.admin_kubeconfig),
+            "--authentication-kubeconfig", str(self.admin_kubeconfig),
+            "--authorization-kubeconfig", str(self.admin_kubeconfig),
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--leader-elect=false", "--root-ca-file", str(self.pki.ca.cert),
+            "--service-account-private-key-file", str(self.sa_key.key),
+            "--use-service-account-credentials=false",
+            "--controllers", "*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
+            "--kube-api-qps", "1000", "--kube-api-burst", "1000",
+            "--horizontal-pod-autoscaler-sync-period", "5s", "--v=1"])
+        scheduler = self._spawn("kube-scheduler", [
+            str(self.binaries.path("kube-scheduler")),
+            "--kubeconfig", str(self.admin_kubeconfig),
+            "--authentication-kubeconfig", str(self.admin_kubeconfig),
+            "--authorization-kubeconfig", str(self.admin_kubeconfig),
+            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--leader-elect=false", "--kube-api-qps", "1000", "--kube-api-burst", "1000",
+            "--v=1"])
+        kwok_serving = self.pki.issue("kwok", common="kwok", server_names=("127.0.0.1",))
+        kwok = self._spawn("kwok", [
+            str(self.binaries.path("kwok")), "--kubeconfig", str(self.admin_kubeconfig),
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={NODE_ANNOTATION}=fake",
+            "--node-ip", "127.0.0.1", "--node-name", "kwok-controller",
+            "--server-address", f"127.0.0.1:{free_port()}",
+            "--tls-cert-file", str(kwok_serving.cert),
+            "--tls-private-key-file", str(kwok_serving.key),
+            "--node-lease-duration-seconds", "40"])
+        for proc in (kcm, scheduler, kwok):
+            time.sleep(0.2)
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.name} exited with {proc.poll()}:\n"
+                                   f"{proc.output_tail()}")
+
+    def _wait_healthy(self, proc: ManagedProcess, url: str, *, tls: bool) -> None:
+        import httpx
+
+        cert = (str(self.admin.cert), str(self.admin.key)) if tls else None
+        verify: Any = str(self.pki.ca.cert) if tls else True
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.name} exited with {proc.poll()}:\n"
+                                   f"{proc.output_tail()}")
+            with httpx.Client(cert=cert, verify=verify, timeout=2.0) as http:
+                return http.get(url).status_code == 200
+
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                if healthy():
+                    return
+            except RuntimeError:
+                raise
+            except Exception:
+                pass
+            time.sleep(0.2)
+        raise TimeoutError(f"{proc.name} not healthy at {url} after {START_TIMEOUT_S}s:\n"
+                           f"{proc.output_tail()}")
+
+    # -- use --------------------------------------------------------------------------
+    def kubectl(self, *args: str, kubeconfig: Path | None = None, input: str | None = None,
+                check: bool = True, timeout_s: float = 120.0) -> subprocess.CompletedProcess[str]:
+        """Run kubectl against this control plane (as cluster-admin unless told)."""
+        cmd = [str(self.binaries.kubectl()), "--kubeconfig",
+               str(kubeconfig or self.admin_kubeconfig), *args]
+        done = subprocess.run(cmd, input=input, capture_output=True, text=True,
+                              timeout=timeout_s, check=False)
+        if check and done.returncode != 0:
+            raise RuntimeError(f"kubectl {' '.join(args)} failed ({done.returncode}):\n"
+                               f"{done.stdout}\n{done.stderr}")
+        return done
+
+    def apply(self, docs: list[dict[str, Any]] | str, *, server_side: bool = True,
+              kubeconfig: Path | None = None) -> str:
+        text = docs if isinstance(docs, str) else yaml.safe_dump_all(docs)
+        args = ["apply", "-f", "-"]
+        if server_side:
+            args += ["--server-side", "--force-conflicts", "--field-manager", "modelctl-tests"]
+        return self.kubectl(*args, input=text, kubeconfig=kubeconfig).stdout
+
+    def wait_for_namespace(self, name: str, timeout_s: float) -> None:
+        wait_for(lambda: self.kubectl("get", "namespace", name, check=False).returncode == 0,
+                 timeout_s=timeout_s, interval_s=0.2, what=f"namespace {name}")
+
+    def add_node(self, name: str) -> None:
+        """A Node KWOK keeps Ready: plenty of room, no taints."""
+        room = {"cpu": "64", "memory": "512Gi", "pods": "250"}
+        self.apply([{
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "annotations": {NODE_ANNOTATION: "fake"},
+                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                                    "kubernetes.io/arch": "amd64", "type": "kwok"}},
+            "status": {"allocatable": room, "capacity": room},
+        }], server_side=False)
+        ready = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"
+        wait_for(lambda: self.kubectl("get", "node", name, "-o", ready,
+                                      check=False).stdout == "True",
+                 timeout_s=START_TIMEOUT_S, what=f"node {name} Ready")
+
+    def stop(self) -> None:
+        for proc in reversed(self.procs):
+            with contextlib.suppress(Exception):
+                proc.stop(timeout_s=10.0)
+        self.procs.clear()

@@ -1,0 +1,137 @@
+"""A rollout world on the real control plane: a namespace of its own with the rollout's
+RBAC, a local registry with versions 1..N of one model, and InferenceServices that the
+real KServe reconciles. The rollout talks to the API server as the ServiceAccount
+``modelctl-rollout`` (manifests/30-rollout-rbac.yaml), so a verb its Role lacks is a
+real 403; the test itself reads and writes as cluster-admin."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from registry import Registry
+from rollout.backends import make_backend
+from rollout.backends._kserve._backend import KServeBackend
+from rollout.backends._kserve._kube import KubeClient
+from tests.support.cluster._cluster import Cluster
+from tests.support.procs import wait_for
+from tests.support.rollout_world import MODEL, push_versions
+
+READY_TIMEOUT_S = 60.0
+
+
+def is_ready(obj: dict[str, Any]) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+@dataclass
+class RealWorld:
+    cluster: Cluster
+    namespace: str
+    registry: Registry
+    kube: KubeClient  # as modelctl-rollout
+    admin: KubeClient  # as cluster-admin
+    watchers: list[Watcher] = field(default_factory=list)
+
+    def uri(self, version: int) -> str:
+        return self.registry.storage_uri(MODEL, version)
+
+    def isvc_manifest(self, name: str, mode: str = "Standard", *, version: int = 1,
+                      min_replicas: int = 1, annotations: dict[str, str] | None = None,
+                      model: dict[str, Any] | None = None) -> dict[str, Any]:
+        """An InferenceService as our base renders it: the modelctl runtime's format."""
+        meta_annotations = {"serving.kserve.io/deploymentMode": mode,
+                            "modelctl.io/model": MODEL, "modelctl.io/version": str(version),
+                            **(annotations or {})}
+        body = model if model is not None else {"modelFormat": {"name": "modelctl"}}
+        return {
+            "apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+            "metadata": {"name": name, "namespace": self.namespace,
+                         "annotations": meta_annotations},
+            "spec": {"predictor": {"minReplicas": min_replicas, "maxReplicas": 8,
+                                   "model": {**body, "storageUri": self.uri(version)}}},
+        }
+
+    def create(self, manifest: dict[str, Any], *, wait: bool = True) -> dict[str, Any]:
+        self.cluster.apply([copy.deepcopy(manifest)], server_side=False)
+        name = manifest["metadata"]["name"]
+        if wait:
+            return self.wait_isvc(name, is_ready, "Ready")
+        return self.isvc(name)
+
+    def isvc(self, name: str) -> dict[str, Any]:
+        return self.admin.get_isvc(self.namespace, name)
+
+    def wait_isvc(self, name: str, check: Callable[[dict[str, Any]], bool], what: str,
+                  timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
+        return wait_for(lambda: (lambda obj: obj if check(obj) else None)(self.isvc(name)),
+                        timeout_s=timeout_s, interval_s=0.2,
+                        what=f"InferenceService {self.namespace}/{name} {what}")
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        """Any namespaced object by kubectl's kind name, or None."""
+        done = self.cluster.kubectl("get", kind, name, "-n", self.namespace, "-o", "json",
+                                    check=False)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
+    def names(self, kind: str) -> set[str]:
+        out = self.cluster.kubectl("get", kind, "-n", self.namespace, "-o",
+                                   "jsonpath={.items[*].metadata.name}").stdout
+        return set(out.split())
+
+    def backend(self, name: str) -> KServeBackend:
+        backend = make_backend("kserve", kube=self.kube, namespace=self.namespace, isvc=name)
+        assert isinstance(backend, KServeBackend)
+        return backend
+
+    def watch(self, sample: Callable[[], Any], interval_s: float = 0.05) -> Watcher:
+        """Sample ``sample()`` in the background until the world ends (``Watcher.seen``)."""
+        watcher = Watcher(sample, interval_s)
+        self.watchers.append(watcher)
+        return watcher.start()
+
+    def close(self) -> None:
+        for watcher in self.watchers:
+            watcher.stop()
+
+
+class Watcher:
+    """A background sampler: what a watch would have seen, at a fine enough interval."""
+
+    def __init__(self, sample: Callable[[], Any], interval_s: float) -> None:
+        self._sample = sample
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self.seen: list[tuple[float, Any]] = []
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> Watcher:
+        self._thread.start()
+        return self
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.seen.append((time.monotonic(), self._sample()))
+            except Exception as exc:  # a read that failed is a gap, not an end
+                self.seen.append((time.monotonic(), exc))
+            self._stop.wait(self._interval_s)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+def make_real_world(cluster: Cluster, tmp: Path, versions: int = 3) -> RealWorld:
+    namespace = cluster.new_namespace()
+    return RealWorld(cluster=cluster, namespace=namespace,
+                     registry=push_versions(tmp, versions),
+                     kube=cluster.rollout_client(namespace, tmp),
+                     admin=cluster.admin(namespace))
