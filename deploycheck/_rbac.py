@@ -64,6 +64,7 @@ _BUILTIN_RESOURCES = {
     "stateful_set": ("apps", "statefulsets"),
     "lease": ("coordination.k8s.io", "leases"),
     "job": ("batch", "jobs"),
+    "horizontal_pod_autoscaler": ("autoscaling", "horizontalpodautoscalers"),
 }
 # Positional arguments of CustomObjectsApi methods: (group, version, namespace, plural, ...).
 _GROUP_ARG, _PLURAL_ARG = 0, 3

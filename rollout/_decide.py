@@ -102,12 +102,17 @@ def _tick(state: RolloutState, seen: Observation, now: float,
     if seen.requested_weight_pct != weight:
         # The state asks for a weight the target's configuration does not carry (its
         # write was lost after the state was stored): write it again.
-        return Outcome(state, SetWeight(weight), waiting=f"setting the canary to {weight}%")
+        waiting = f"setting the canary to {weight}%"
+        if seen.traffic_note:  # e.g. the canary grows first, the weight after
+            waiting = f"{waiting}: {seen.traffic_note}"
+        return Outcome(state, SetWeight(weight), waiting=waiting)
     if state.paused:
         return Outcome(state, waiting=f"paused at {weight}%")
     if not seen.canary_ready or seen.canary_weight_pct != weight:
         waiting = (f"canary {state.canary_label} not Ready yet" if not seen.canary_ready else
                    f"traffic at {seen.canary_weight_pct}%, waiting for {weight}%")
+        if seen.canary_ready and seen.traffic_note:
+            waiting = f"{waiting}: {seen.traffic_note}"
         if state.interval_started_at is not None:
             # Readiness was lost mid-window: the window restarts when it is back.
             return Outcome(state.evolve(interval_started_at=None), SaveState(), waiting=waiting)

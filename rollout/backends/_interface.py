@@ -46,6 +46,8 @@ class Observation:
     takes any. ``requested_weight_pct`` is the canary share the target's own
     configuration asks for (None: it runs no canary of this rollout), so a change
     that was stored in the state but never reached the target can be redone.
+    ``traffic_note`` says why routed traffic lags what was asked for, when the backend
+    can tell (None: no known reason; it may just be on its way).
     """
 
     target: str
@@ -61,6 +63,7 @@ class Observation:
     start_blockers: tuple[str, ...] = ()
     detail: Mapping[str, Any] = field(default_factory=dict)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    traffic_note: str | None = None
 
 
 @dataclass(frozen=True)

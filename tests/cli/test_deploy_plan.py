@@ -110,8 +110,7 @@ def test_scale_to_zero_with_a_floor_says_so(registry: str, tmp_path: Path) -> No
 def test_standard_keda_gets_the_per_replica_threshold(registry: str, tmp_path: Path) -> None:
     rc, docs, stderr = render(registry, tmp_path, "standard-canary", make_plan(), "demo-embed@2")
     assert rc == 2 and "is for demo-embed@1, but demo-embed@2" in stderr  # the canary's version
-    rc, docs, stderr = render(registry, tmp_path, "standard-canary", make_plan(version=2),
-                              "demo-embed@2")
+    rc, docs, stderr = render(registry, tmp_path, "standard-keda", make_plan())
     assert rc == 0, stderr
     spec = isvc(docs)["spec"]
     predictor = spec["predictor"]
@@ -120,6 +119,15 @@ def test_standard_keda_gets_the_per_replica_threshold(registry: str, tmp_path: P
     [metric] = predictor["autoScaling"]["metrics"]
     assert metric["external"]["target"] == {"type": "Value", "value": "33.6"}  # 48 x 70%
     assert knob_args(predictor["model"]["args"]) == FLAGS
+    # The canary overlay runs a fixed pool (no KEDA: rollout start says why): the plan's
+    # replicas and knobs, and no target to write.
+    rc, docs, stderr = render(registry, tmp_path, "standard-canary", make_plan(version=2),
+                              "demo-embed@2")
+    assert rc == 0, stderr
+    assert "autoscalerClass none runs minReplicas replicas" in stderr
+    spec = isvc(docs)["spec"]
+    assert (spec["predictor"]["minReplicas"], spec["predictor"]["maxReplicas"]) == (2, 6)
+    assert "autoScaling" not in spec["predictor"]
     [canary] = spec["canary"]
     assert knob_args(canary["predictor"]["model"]["args"]) == FLAGS
     assert canary["predictor"]["minReplicas"] == 1  # the rollout's, untouched

@@ -28,6 +28,8 @@ def test_scanner_maps_calls_to_permissions() -> None:
         ("apps", "deployments", "delete"),
         ("apps", "deployments", "get"),
         ("apps", "deployments", "patch"),
+        ("autoscaling", "horizontalpodautoscalers", "delete"),
+        ("autoscaling", "horizontalpodautoscalers", "get"),
         ("gateway.networking.k8s.io", "httproutes", "get"),
         ("keda.sh", "scaledobjects", "create"),
         ("keda.sh", "scaledobjects", "delete"),

@@ -159,9 +159,9 @@ def test_render_standard_canary(registry_with_two_versions: tuple[str, Registry]
     assert spec["canary"][0]["predictor"]["model"]["storageUri"] == registry.storage_uri(
         "demo-embed", 2
     )
-    query = spec["predictor"]["autoScaling"]["metrics"][0]["external"]["metric"]["query"]
-    assert 'namespace="prod",isvc="embed"' in query
-    # The canary runs fixed replicas: KServe's webhook refuses autoscaling on it.
+    # A fixed pool (a KEDA-scaled canary cannot be built), and the canary fixed replicas:
+    # KServe's webhook refuses autoscaling on it.
+    assert "autoScaling" not in spec["predictor"]
     assert "autoScaling" not in spec["canary"][0]["predictor"]
     # What render prints is what `deploy validate` accepts.
     assert yaml.safe_load_all(done.stdout)

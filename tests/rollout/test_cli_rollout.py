@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from rollout import Engine
 from tests.support import ManagedProcess, free_port, wait_for
 from tests.support.prom import PrometheusServer
 from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world
@@ -94,6 +95,10 @@ def test_start_status_verbs_and_history(cli: Cli) -> None:
     assert [d["kind"] for d in doc["decisions"]] == ["RolloutStarted"] and doc["wrote"]
     assert cli.world.registry.aliases(MODEL) == {"stable": 1, "canary": 2}
     cli.world.sim.reconcile()
+    if cli.world.isvc()["status"]["deploymentMode"] == "Standard":
+        # Capacity first: the canary came up at its size; the next tick moves the weight.
+        Engine(cli.world.backend(), clock=cli.world.clock).step()
+        cli.world.sim.reconcile()
     status = cli.json("status", ISVC)
     assert status["state"]["canary"]["version"] == 2 and status["state"]["weight_pct"] == 10
     assert status["observed"]["canary_ready"] is True

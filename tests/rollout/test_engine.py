@@ -8,6 +8,7 @@ analysis is scripted (``ScriptedAnalyzer``).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -69,12 +70,24 @@ def _start(world: World, plan: Plan = PLAN) -> StepResult:
                          clock=world.clock)
 
 
+GROWING = "at its new size"  # Standard mode's note while a canary grows ahead of its weight
+
+
 def _tick(world: World, engine: Engine, advance_s: float = 0.0) -> StepResult:
-    """The clock moves, the controller makes one pass, then the engine one step."""
+    """The clock moves, the controller makes one pass, then the engine one step; in
+    Standard mode a step that grew the canary ahead of its weight is followed by the
+    controller's pass that rolls it out and the engine's step that moves the weight."""
     assert isinstance(world.clock, FakeClock)
     world.clock.advance(advance_s)
     world.sim.reconcile()
-    return engine.step()
+    result = engine.step()
+    for _ in range(3):
+        if GROWING not in result.waiting or world.sim.ready_delay_s:
+            break
+        world.sim.reconcile()
+        later = engine.step()
+        result = dataclasses.replace(later, decisions=result.decisions + later.decisions)
+    return result
 
 
 def _until_final(world: World, engine: Engine, ticks: int = 6) -> StepResult:
@@ -108,6 +121,13 @@ def _reasons(world: World) -> list[str]:
 def test_start_points_the_canary_at_the_new_version(world: World) -> None:
     result = _start(world)
     obj = world.isvc()
+    if obj["status"]["deploymentMode"] == "Standard":
+        # Capacity first: the canary starts at its 5% size with no weight yet; the
+        # weight follows once its Deployment rolled out.
+        assert _canary_weight(obj) == 0
+        assert obj["spec"]["canary"][0]["predictor"]["minReplicas"] == 1
+        _tick(world, _engine(world, [P]))
+        obj = world.isvc()
     assert _canary_weight(obj) == 5
     if obj["status"]["deploymentMode"] == "Knative":
         assert obj["spec"]["predictor"]["model"]["storageUri"] == world.uri(2)
@@ -125,7 +145,7 @@ def test_start_points_the_canary_at_the_new_version(world: World) -> None:
     assert state["phase"] == "Progressing" and state["weight_pct"] == 5
     assert result.state.canary_uri == world.uri(2)
     assert world.registry.aliases(MODEL) == {"stable": 1, "canary": 2}
-    assert _reasons(world) == ["RolloutStarted"]
+    assert _reasons(world)[0] == "RolloutStarted"
 
 
 def test_each_step_then_promote(world: World) -> None:
@@ -175,11 +195,17 @@ def test_never_advances_before_the_canary_is_ready(world: World, clock: FakeCloc
     for _ in range(4):
         result = _tick(world, engine, 60.0)
         assert "not Ready" in result.waiting and result.decisions == ()
-    assert _canary_weight(world.isvc()) == 5
+    # Standard mode moves no weight before the canary's pods are up (capacity first).
+    standard = world.isvc()["status"]["deploymentMode"] == "Standard"
+    assert _canary_weight(world.isvc()) == (0 if standard else 5)
     with pytest.raises(NotReady):
         engine.step(Command("promote"))
     assert not engine.analyzer.calls  # type: ignore[union-attr]
-    assert _tick(world, engine, 61.0).decisions[0].kind == "CanaryReady"
+    ready = _tick(world, engine, 61.0)
+    if standard:  # grown at last: the weight moves now, the window starts next
+        assert "moving the weight" in ready.waiting and ready.decisions == ()
+        ready = _tick(world, engine)
+    assert ready.decisions[0].kind == "CanaryReady"
 
 
 def test_failures_roll_back_at_the_limit(world: World) -> None:

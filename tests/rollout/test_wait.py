@@ -23,6 +23,8 @@ def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
     w = make_world(tmp_path, FakeClock(1_800_000_000.0), mode=request.param)
     start_rollout(w.backend(), w.registry, model=MODEL, ref="2", plan=PLAN, clock=w.clock)
     w.sim.reconcile()
+    Engine(w.backend(), clock=w.clock).step()  # Standard mode: the weight, once grown
+    w.sim.reconcile()
     yield w
     w.api.stop()
 

@@ -2,7 +2,7 @@
 kustomize overlay rendered once with real kustomize.
 
 Nothing here stands in for an external system: the renders come from the real
-kustomize (`kubectl kustomize`), the schemas from the upstream CRDs in ../shared/crds,
+kustomize (`kubectl kustomize`), the schemas from the upstream CRDs in .modelctl/crds (make setup),
 and the checks from `deploycheck` (whose webhook port cites KServe's source).
 """
 
@@ -31,7 +31,7 @@ def overlay_names() -> list[str]:
 
 @pytest.fixture(scope="session")
 def crds_dir() -> Path:
-    # Fails loudly (DeployError) when ../shared/crds is missing: never a silent skip.
+    # Fails loudly (DeployError) when .modelctl/crds is missing: never a silent skip.
     return find_crds_dir()
 
 

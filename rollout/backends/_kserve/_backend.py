@@ -23,6 +23,7 @@ the state alone: a spec write that is lost is redone by the next tick.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
@@ -32,6 +33,7 @@ from rollout._errors import Conflict, NotFound, RolloutError, UnsupportedTarget
 from rollout._state import MODEL_ANNOTATION, VERSION_ANNOTATION, Decision, Phase, RolloutState
 from rollout.backends._interface import Change, Deploy, Observation, SaveState, Served
 from rollout.backends._kserve import _knative as knative
+from rollout.backends._kserve import _leftovers as leftovers
 from rollout.backends._kserve import _queue as queue
 from rollout.backends._kserve import _standard as standard
 from rollout.backends._kserve._kube import GROUP, KIND, VERSION, KubeClient
@@ -103,6 +105,8 @@ class KServeBackend:
         if mode == STANDARD:
             canary = state.backend_data.get("canary_name") if state else None
             stable = standard.service_name(self.isvc, knative.predictor(obj).get("name"))
+            leftover = leftovers.leftover_hpa_name(obj, state)
+            hpa = self._get_or_none(self.kube.get_hpa, leftover) if leftover else None
             return {
                 "stable_deployment": self._get_or_none(self.kube.get_deployment, stable),
                 "canary_deployment": (self._get_or_none(
@@ -110,6 +114,7 @@ class KServeBackend:
                     if canary else None),
                 "route": self._get_or_none(self.kube.get_httproute,
                                            standard.route_name(self.isvc)),
+                "leftover_hpa": hpa if leftovers.owned_by(hpa, obj) else None,
             }
         return {}
 
@@ -153,6 +158,7 @@ class KServeBackend:
             restored=restored,
             promoted=promoted,
             requested_weight_pct=seen.requested,
+            traffic_note=seen.traffic_note,
             start_blockers=_start_blockers(obj, mode, state, promoted, blockers),
             detail={**seen.detail, **queue.detail(workers)},
             raw={"isvc": obj, **related},
@@ -185,6 +191,11 @@ class KServeBackend:
             for action in actions:
                 carry_out(self.kube, self.namespace, action)
             related = {**related, "workers": self._workers()}
+        leftover = related.get("leftover_hpa")
+        if leftover is not None:  # KServe deleted its Deployment, not its autoscaler
+            with contextlib.suppress(NotFound):
+                self.kube.delete_hpa(self.namespace, leftover["metadata"]["name"])
+            related = {**related, "leftover_hpa": None}
         return self.view(obj, stored, related)
 
     def describe(self, seen: Observation, change: Change, state: RolloutState) -> Mapping[str, Any]:
@@ -315,7 +326,7 @@ def carry_out(kube: KubeClient, namespace: str, action: queue.Action) -> None:
 def _standard_seen(obj: Mapping[str, Any], related: Mapping[str, Any]) -> standard.Seen:
     return standard.Seen(isvc=obj, stable_deployment=related.get("stable_deployment"),
                          canary_deployment=related.get("canary_deployment"),
-                         route=related.get("route"))
+                         route=related.get("route"), leftover_hpa=related.get("leftover_hpa"))
 
 
 def _served(obj: Mapping[str, Any], state: RolloutState | None) -> Served:

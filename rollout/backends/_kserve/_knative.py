@@ -48,6 +48,7 @@ class ModeView:
     promoted: bool = False
     requested: int | None = None
     detail: Mapping[str, Any] = field(default_factory=dict)
+    traffic_note: str | None = None
 
 
 def component_status(obj: Mapping[str, Any]) -> Mapping[str, Any]:

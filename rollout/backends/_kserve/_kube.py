@@ -47,6 +47,7 @@ class KubeClient:
         self._custom = client.CustomObjectsApi(api_client)
         self._core = client.CoreV1Api(api_client)
         self._apps = client.AppsV1Api(api_client)
+        self._autoscaling = client.AutoscalingV2Api(api_client)
         self.namespace = namespace
         self.timeout_s = timeout_s
 
@@ -185,6 +186,19 @@ class KubeClient:
     def delete_deployment(self, namespace: str, name: str) -> None:
         what = f"Deployment {namespace}/{name}"
         self._call(what, lambda: self._apps.delete_namespaced_deployment(
+            name, namespace, _request_timeout=self.timeout_s))
+
+    # -- HorizontalPodAutoscalers KServe leaves behind (Standard mode) ------------------
+    def get_hpa(self, namespace: str, name: str) -> dict[str, Any]:
+        what = f"HorizontalPodAutoscaler {namespace}/{name}"
+        result = self._call(what, lambda: (
+            self._autoscaling.read_namespaced_horizontal_pod_autoscaler(
+                name, namespace, _request_timeout=self.timeout_s)))
+        return self._plain(what, result)
+
+    def delete_hpa(self, namespace: str, name: str) -> None:
+        what = f"HorizontalPodAutoscaler {namespace}/{name}"
+        self._call(what, lambda: self._autoscaling.delete_namespaced_horizontal_pod_autoscaler(
             name, namespace, _request_timeout=self.timeout_s))
 
     # -- KEDA ScaledObjects (queue mode's workers) -----------------------------------

@@ -1,40 +1,50 @@
 """KServe's Standard mode: the canary is an entry of ``spec.canary[]``, its own Deployment.
 
-What KServe does, from its source (kserve/kserve at aaac4e294):
+What KServe does, from its source (kserve/kserve v0.20.0, the release the tests run,
+``devcluster/modules.txt``; and at aaac4e294, after it, where it differs):
 
 * ``components/predictor.go`` ``reconcileCanaryDeployments``: each entry runs as
   the Deployment and Service ``<isvc>-<predictor.name>-predictor``
   (``constants.PredictorServiceName``), built by ``buildCanaryPredictor``: the
   stable predictor with the entry merged over it, autoscaling zeroed, and a fixed
   replica count from ``canaryReplicaCount`` (the entry's ``minReplicas``, else
-  ``ceil(stable minReplicas x trafficPercent / 100)``). It never autoscales.
-  ``status.canaryStatuses[].ready`` is the Deployment's ``availableReplicas > 0``;
-  ``trafficPercent`` there only echoes the spec. Deployments and Services no
-  longer named by the spec are deleted ("orphaned").
-* ``adjustStableMinReplicasForCanaries`` lowers the stable's minReplicas by the
-  replicas of Ready canaries.
-* ``reconcilers/ingress/httproute_reconciler.go`` ``applyCanaryWeights``: the
-  weights are written only to the HTTPRoute ``<isvc>-predictor``, Ready canaries
-  only, the stable gets the rest. With ``enableGatewayApi: false`` (KServe's
-  shipped default) a Kubernetes Ingress sends everything to the stable Service:
-  no split at all.
-* ``pkg/apis/serving/v1beta1/inference_service_status.go`` ``PropagateRawStatus``
-  copies ``observedGeneration`` from the first *Deployment*: adding
-  ``spec.canary`` never moves it, so it cannot tell whether KServe acted.
+  ``ceil(stable minReplicas x trafficPercent / 100)``). Its scaler is built from
+  ``ComponentExtensionSpec{MinReplicas}`` alone: under the default class an HPA
+  pinned at that count, floored at 1 (``hpa_reconciler.go`` ``createHPA``: a
+  "drained" entry with ``minReplicas: 0`` keeps one pod until the entry goes); under
+  ``serving.kserve.io/autoscalerClass: keda`` a ScaledObject with no triggers
+  (``keda_reconciler.go`` ``getKedaMetrics`` returns none without ``AutoScaling``),
+  which KEDA's CRD refuses, and the whole predictor reconcile stops there: such a
+  canary never becomes Ready, so ``start_blockers`` refuses it.
+  ``status.canaryStatuses[].ready`` is the Deployment's ``availableReplicas > 0``.
+  Orphaned Deployments and Services are deleted, their autoscalers not (``_leftovers``).
+* Before the stable's reconcile (same file) its minReplicas is lowered by the canaries'
+  *intended* replicas (at once, Ready or not), floored at 1.
+* Traffic: in v0.20.0 no route carries a canary (its HTTPRoute has the stable Service
+  alone), so a rollout waits at 0% and says why (``unrouted``). From kserve#5912 (after
+  v0.20.0; aaac4e294) ``httproute_reconciler.go`` ``applyCanaryWeights`` weights Ready
+  canaries on the HTTPRoute, the whole share at once. With ``enableGatewayApi: false``
+  (the shipped default) an Ingress sends everything to the stable Service.
+* ``inference_service_status.go`` ``PropagateRawStatus`` copies ``observedGeneration``
+  from the first *Deployment*, so it cannot tell whether KServe acted on spec.canary.
 * ``inference_service_validation.go`` ``validateCanarySpecs``: an entry needs
   ``predictor.name``; no ``maxReplicas``, ``scaleTarget``, ``scaleMetric``,
   ``autoScaling`` or ``workerSpec``; ``minReplicas`` at most the stable's (default
   1); the annotation ``serving.kserve.io/deploymentMode`` exactly ``Standard``;
   ``validatePredictorNameChange``: renaming the predictor needs a new storageUri.
+  The CRD requires ``name`` and ``modelFormat`` on ``spec.canary[].predictor.model``.
 
 So readiness comes from the canary Deployment's own rollout state (as ``kubectl
 rollout status`` reads it), the weight from the HTTPRoute. The canary is sized for
 its share of the fleet the stable ran when the rollout started; when that needs
 more than the stable's minReplicas (the webhook's cap), the stable's minReplicas
-is raised to the fleet size for the rollout and put back at the end. Promotion
-first moves all traffic to a full-size canary, then renames the predictor to it
-(KServe keeps that Deployment and deletes the old one); rollback first takes all
-traffic and replicas from the canary, then drops the entry.
+is raised to the fleet size for the rollout and put back at the end. Capacity moves
+before weight: a step first grows the canary to its new size, with the stable's
+minReplicas raised by as much so that KServe keeps the stable as it is, waits for the
+canary Deployment to roll out, and only then moves ``trafficPercent`` and lets the
+stable shrink. Promotion does the same up to 100%, then renames the predictor to the
+canary (KServe keeps that Deployment and deletes the old one); rollback first takes
+all traffic from the canary, then drops the entry.
 """
 
 from __future__ import annotations
@@ -51,6 +61,10 @@ from rollout.backends._kserve._knative import ModeView, predictor, source_uri, s
 
 STANDARD = "standard"
 MODE_ANNOTATION = "serving.kserve.io/deploymentMode"
+AUTOSCALER_ANNOTATION = "serving.kserve.io/autoscalerClass"
+# The model format the modelctl runtime serves (manifests/10-serving-runtime.yaml):
+# what a canary entry names when the stable names none (the CRD requires one there).
+DEFAULT_MODEL_FORMAT = {"name": "modelctl"}
 
 
 def service_name(isvc: str, predictor_name: str | None) -> str:
@@ -72,6 +86,7 @@ class Seen:
     stable_deployment: Mapping[str, Any] | None
     canary_deployment: Mapping[str, Any] | None
     route: Mapping[str, Any] | None
+    leftover_hpa: Mapping[str, Any] | None = None
 
 
 def entries(obj: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -163,18 +178,53 @@ def view(seen: Seen, state: RolloutState | None) -> ModeView:
     canary, stable = state.canary_uri, state.stable_uri
     runs_canary = entry is not None and entry_uri(entry) == canary
     sized = canary_replicas(state, max(state.weight_pct, 1))
+    ready = bool(runs_canary and reported and reported.get("ready")
+                 and is_rolled_out(seen.canary_deployment, canary, sized))
+    requested = int(entry.get("trafficPercent") or 0) if entry and runs_canary else None
+    clean = seen.leftover_hpa is None
+    if seen.leftover_hpa is not None:
+        detail["leftoverHpa"] = (seen.leftover_hpa.get("metadata") or {}).get("name")
     return ModeView(
         weight=weight,
-        ready=bool(runs_canary and reported and reported.get("ready")
-                   and is_rolled_out(seen.canary_deployment, canary, sized)),
+        ready=ready,
         restored=(not entries(obj) and spec_uri(obj) == stable
-                  and is_rolled_out(seen.stable_deployment, stable)),
+                  and is_rolled_out(seen.stable_deployment, stable) and clean),
         promoted=(not entries(obj) and spec_uri(obj) == canary
                   and predictor(obj).get("name") == name
-                  and is_rolled_out(seen.stable_deployment, canary)),
-        requested=int(entry.get("trafficPercent") or 0) if entry and runs_canary else None,
+                  and is_rolled_out(seen.stable_deployment, canary) and clean),
+        requested=requested,
         detail=detail,
+        traffic_note=(unrouted(seen.route, service_name(isvc, name))
+                      if ready and requested and not weight else
+                      growing(seen.canary_deployment, name, sized)
+                      if runs_canary and requested != state.weight_pct else None),
     )
+
+
+def growing(deployment: Mapping[str, Any] | None, name: str | None, replicas: int) -> str:
+    """What the weight waits for while the canary grows to its new size first."""
+    available = int(((deployment or {}).get("status") or {}).get("availableReplicas") or 0)
+    if available >= replicas:
+        return f"canary {name} at its new size ({available} pods available), moving the weight"
+    return (f"canary {name} not Ready at its new size yet ({available} of {replicas} pods "
+            "available); the weight moves once it is")
+
+
+def unrouted(route: Mapping[str, Any] | None, service: str) -> str | None:
+    """Why a Ready canary with a share asked for gets none: the route KServe wrote
+    names no backend for it (KServe up to v0.20.0 weights no Standard-mode canary;
+    applyCanaryWeights came with kserve#5912), or there is no route at all."""
+    if route is None:
+        return None
+    names = {str(ref.get("name")) for rule in (route.get("spec") or {}).get("rules") or []
+             for ref in rule.get("backendRefs") or []}
+    if not names or service in names:
+        return None
+    name = (route.get("metadata") or {}).get("name")
+    return (f"KServe's HTTPRoute {name} routes to {', '.join(sorted(names))} only, not to "
+            f"the canary's Service {service}: this KServe does not weight Standard-mode "
+            "canaries (that came after v0.20.0, kserve#5912); use Knative mode, or a KServe "
+            "with HTTPRoute canary weights")
 
 
 def backend_data(obj: Mapping[str, Any], change: Deploy,
@@ -191,41 +241,87 @@ def backend_data(obj: Mapping[str, Any], change: Deploy,
     else:
         name = f"v{change.version}" if stable_name != f"v{change.version}" else (
             f"v{change.version}-canary")
-    minimum = predictor(obj).get("minReplicas")
+    minimum, maximum = predictor(obj).get("minReplicas"), predictor(obj).get("maxReplicas")
     running = int(((stable_deployment or {}).get("spec") or {}).get("replicas") or 0)
     fleet = max(stable_min_replicas(obj), running, 1)
     return {"mode": STANDARD, "canary_name": name, "stable_name": str(stable_name),
             "stable_min_replicas": "" if minimum is None else str(minimum),
+            "stable_max_replicas": "" if not maximum else str(maximum),
             "fleet_replicas": str(fleet)}
 
 
-def _entry(obj: Mapping[str, Any], state: RolloutState, weight_pct: int) -> dict[str, Any]:
+def _entry(obj: Mapping[str, Any], state: RolloutState, weight_pct: int,
+           size_pct: int | None = None) -> dict[str, Any]:
     """The canary entry at ``weight_pct``: only what differs from the stable (KServe
-    merges it over the stable predictor), sized for that share of the fleet."""
+    merges it over the stable predictor), sized for ``size_pct`` (default: that same
+    share) of the fleet."""
     name = state.backend_data.get("canary_name", "")
+    replicas = canary_replicas(state, weight_pct if size_pct is None else size_pct)
     adopted = canary_entry(obj, name)
     if adopted is not None and entry_uri(adopted) == state.canary_uri:
         entry = {**adopted, "trafficPercent": weight_pct}
-        entry["predictor"] = {**adopted["predictor"],
-                              "minReplicas": canary_replicas(state, weight_pct)}
+        entry["predictor"] = {**adopted["predictor"], "minReplicas": replicas}
         return entry
     model = predictor(obj).get("model") or {}
-    canary_model: dict[str, Any] = {"name": "kserve-container",  # the CRD requires it here
-                                    "storageUri": state.canary_uri}
-    if model.get("modelFormat"):
-        canary_model["modelFormat"] = model["modelFormat"]
+    # The CRD requires name and modelFormat here, whatever the stable says.
+    canary_model: dict[str, Any] = {"name": "kserve-container", "storageUri": state.canary_uri,
+                                    "modelFormat": model.get("modelFormat")
+                                    or DEFAULT_MODEL_FORMAT}
     return {"trafficPercent": weight_pct,
-            "predictor": {"name": name, "minReplicas": canary_replicas(state, weight_pct),
-                          "model": canary_model}}
+            "predictor": {"name": name, "minReplicas": replicas, "model": canary_model}}
 
 
-def _stable_min(state: RolloutState, during: bool) -> int | None:
-    """The stable's minReplicas during the rollout (raised to the fleet) or after it."""
+def _stable_min(state: RolloutState, during: bool, growth: int = 0) -> int | None:
+    """The stable's minReplicas during the rollout (raised to the fleet, and by
+    ``growth`` more while the canary grows ahead of its weight) or after it."""
     fleet = int(state.backend_data.get("fleet_replicas") or 1)
     original = state.backend_data.get("stable_min_replicas") or ""
     if during:
-        return max(fleet, int(original or 1))
+        return max(fleet, int(original or 1)) + growth
     return int(original) if original else None
+
+
+def _stable_sizes(state: RolloutState, during: bool, growth: int = 0) -> dict[str, Any]:
+    """The stable's minReplicas, and its maxReplicas where the rollout raises the minimum
+    past it (KServe's webhook refuses min > max): during the rollout, or put back."""
+    minimum = _stable_min(state, during, growth)
+    sizes: dict[str, Any] = {"minReplicas": minimum}
+    cap = state.backend_data.get("stable_max_replicas") or ""
+    if cap:
+        sizes["maxReplicas"] = max(int(cap), minimum or 0) if during else int(cap)
+    return sizes
+
+
+def current_pct(obj: Mapping[str, Any], state: RolloutState) -> int:
+    """The share the canary entry asks for now (0 without an entry of this canary)."""
+    entry = canary_entry(obj, state.backend_data.get("canary_name"))
+    if entry is None or entry_uri(entry) != state.canary_uri:
+        return 0
+    return int(entry.get("trafficPercent") or 0)
+
+
+def _weighted(seen: Seen, state: RolloutState, weight_pct: int) -> dict[str, Any]:
+    """The spec that takes the canary to ``weight_pct``, capacity first.
+
+    KServe weights a canary as soon as one pod is available and shrinks the stable by
+    the canary's intended size at once, so weight and size written together would
+    send a share to a canary still starting its pods. A larger share is therefore two
+    writes: (1) the canary's new size at the old weight, with the stable's minReplicas
+    raised by the growth (KServe subtracts the canary's intended size, so the stable
+    keeps what it runs); (2) once the canary Deployment has rolled out at that size,
+    the weight, and the stable back to the fleet (it shrinks after the weight moved).
+    A smaller share moves weight and size in one write: the weight leaves first.
+    """
+    obj = seen.isvc
+    current = current_pct(obj, state)
+    wanted = canary_replicas(state, weight_pct)
+    if weight_pct > current and not is_rolled_out(seen.canary_deployment, state.canary_uri,
+                                                  wanted):
+        growth = wanted - canary_replicas(state, current)
+        return {"predictor": _stable_sizes(state, during=True, growth=growth),
+                "canary": [_entry(obj, state, current, size_pct=weight_pct)]}
+    return {"predictor": _stable_sizes(state, during=True),
+            "canary": [_entry(obj, state, weight_pct)]}
 
 
 def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
@@ -233,8 +329,7 @@ def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
     name = state.backend_data.get("canary_name", "")
     isvc = str((obj.get("metadata") or {}).get("name"))
     if isinstance(change, Deploy | SetWeight):
-        return {"predictor": {"minReplicas": _stable_min(state, during=True)},
-                "canary": [_entry(obj, state, change.weight_pct)]}
+        return _weighted(seen, state, change.weight_pct)
     if isinstance(change, Promote):
         if predictor(obj).get("name") == name and not entries(obj):
             return {}  # renamed already; KServe is finishing
@@ -243,27 +338,30 @@ def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
                    and routed_pct(seen.route, service_name(isvc, name)) == 100
                    and is_rolled_out(seen.canary_deployment, state.canary_uri,
                                      canary_replicas(state, 100)))
-        if not at_full:  # 1: all traffic to a full-size canary first
-            return {"predictor": {"minReplicas": _stable_min(state, during=True)},
-                    "canary": [full]}
+        if not at_full:  # 1: all traffic to a full-size canary first, capacity first
+            return _weighted(seen, state, 100)
         # 2: the canary becomes the predictor; KServe keeps its Deployment and deletes
         # the old stable's as an orphan.
         return {"predictor": {"name": name, "model": {"storageUri": state.canary_uri},
-                              "minReplicas": _stable_min(state, during=False)},
+                              **_stable_sizes(state, during=False)},
                 "canary": None}
     assert isinstance(change, Rollback)
     entry = canary_entry(obj, name) if name else None
     if entry is not None:
         drained = {**entry, "trafficPercent": 0,
                    "predictor": {**entry["predictor"], "minReplicas": 0}}
-        if entry != drained:  # 1: no traffic and no replicas for the canary, at once
+        # 1: no traffic for the canary, at once; minReplicas 0 gives the stable its whole
+        # fleet back (KServe subtracts the canary's intended size), though KServe's
+        # HPA floor (createHPA) keeps one canary pod until the entry goes.
+        if entry != drained:
             return {"canary": [drained]}
         if routed_pct(seen.route, service_name(isvc, name)) != 0:
             return {}  # KServe has not moved the traffic yet
-    elif not entries(obj) and predictor(obj).get("minReplicas") == _stable_min(state, False):
+    elif not entries(obj) and all(predictor(obj).get(key) == value for key, value
+                                  in _stable_sizes(state, during=False).items()):
         return {}
-    # 2: the entry goes and the stable's minReplicas is put back
-    return {"predictor": {"minReplicas": _stable_min(state, during=False)}, "canary": None}
+    # 2: the entry goes and the stable's sizes are put back
+    return {"predictor": _stable_sizes(state, during=False), "canary": None}
 
 
 def start_blockers(obj: Mapping[str, Any], route: Mapping[str, Any] | None) -> list[str]:
@@ -273,6 +371,14 @@ def start_blockers(obj: Mapping[str, Any], route: Mapping[str, Any] | None) -> l
     if annotated != "Standard":
         problems.append(f"annotation {MODE_ANNOTATION} is {annotated!r}: KServe's webhook "
                         "accepts spec.canary only with exactly 'Standard'")
+    scaler = ((obj.get("metadata") or {}).get("annotations") or {}).get(AUTOSCALER_ANNOTATION)
+    if scaler == "keda":
+        problems.append(
+            f"annotation {AUTOSCALER_ANNOTATION} is 'keda': KServe builds a Standard-mode "
+            "canary's scaler from its minReplicas alone (components/predictor.go "
+            "reconcileCanaryDeployments), a ScaledObject with no triggers that KEDA's CRD "
+            "refuses, so the canary never becomes Ready; use autoscalerClass 'none' (a "
+            "fixed pool, kustomize/overlays/standard-canary) or 'hpa', or Knative mode")
     if route is None:
         problems.append(
             f"there is no HTTPRoute {route_name(isvc)}: this KServe routes Standard-mode "

@@ -107,18 +107,32 @@ def test_every_written_object_is_a_valid_inference_service(world: World,
     assert any("canaryTraficPercent" in p for p in crd_problems(typo))  # the check bites
 
 
+def _rewrite_weight(world: World, backend: KServeBackend, weight: int) -> None:
+    """The engine's rule (_decide._tick): while the target asks for another weight than
+    the state's, write it again. Standard mode needs it: a step first grows the canary
+    at the old weight, and moves the weight once the canary Deployment rolled out."""
+    seen = backend.observe()
+    if seen.requested_weight_pct != weight:
+        assert seen.state is not None
+        backend.apply(seen, SetWeight(weight), seen.state)
+        world.sim.reconcile()
+
+
 def test_readiness_and_weight_come_from_what_kserve_reports(world: World) -> None:
+    standard = world.isvc()["status"]["deploymentMode"] == "Standard"
     world.sim.ready_delay_s = 10.0
     start_rollout(world.backend(), world.registry, model=MODEL, ref="2", plan=PLAN,
                   clock=world.clock)
     backend = world.backend()
     before = backend.observe()
     assert not before.canary_ready and before.canary_weight_pct == 0  # not reconciled yet
-    assert before.requested_weight_pct == 10
+    # Standard mode grows the canary first, at the old weight (none).
+    assert before.requested_weight_pct == (0 if standard else 10)
     world.sim.reconcile()
     pending = backend.observe()
     assert not pending.canary_ready and pending.canary_weight_pct == 0
     _advance(world, 10.0)
+    _rewrite_weight(world, backend, 10)
     ready = backend.observe()
     assert ready.canary_ready and ready.canary_weight_pct == 10
     assert ready.start_blockers and "already Progressing" in ready.start_blockers[0]
@@ -128,10 +142,12 @@ def test_readiness_and_weight_come_from_what_kserve_reports(world: World) -> Non
     state = ready.state
     assert state is not None
     after = backend.apply(ready, SetWeight(50), state.evolve(weight_pct=50))
-    assert after.requested_weight_pct == 50 and after.canary_weight_pct == 10
+    assert after.requested_weight_pct == 50  # a fleet of one: no growth to wait for
+    assert after.canary_weight_pct == 10
     world.sim.paused = False
     world.sim.reconcile()
     _advance(world, 10.0)  # Standard mode: the canary grows to its new size first
+    _rewrite_weight(world, backend, 50)
     settled = backend.observe()
     assert settled.canary_ready and settled.canary_weight_pct == 50
 
@@ -229,6 +245,11 @@ def test_standard_mode_adopts_a_canary_declared_for_the_same_version(tmp_path: P
         result = start_rollout(world.backend("declared"), world.registry, model=MODEL, ref="2",
                                plan=Plan(steps_pct=(20, 60)), clock=world.clock)
         assert result.state.backend_data["canary_name"] == "canary"
+        entries = world.isvc("declared")["spec"]["canary"]
+        # Capacity first: the declared share stays until the canary is seen at its size.
+        assert len(entries) == 1 and entries[0]["trafficPercent"] == 10
+        world.sim.reconcile()
+        _rewrite_weight(world, world.backend("declared"), 20)
         entries = world.isvc("declared")["spec"]["canary"]
         assert len(entries) == 1 and entries[0]["trafficPercent"] == 20
         assert entries[0]["predictor"] == canary

@@ -18,7 +18,7 @@ import pytest
 
 from rollout import Command, Engine, InvalidTransition, Plan, start_rollout
 from rollout.analysis._results import Verdict
-from rollout.backends._interface import Promote
+from rollout.backends._interface import Promote, SetWeight
 from tests.fakes.analyzer import ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
 from tests.support.cli import run_cli
@@ -75,6 +75,16 @@ def _deployment(world: World, name: str) -> dict[str, Any]:
     return world.kube.get_deployment(NAMESPACE, name)
 
 
+def _settle_weight(world: World, name: str = ISVC) -> None:
+    """The engine's rule (_decide._tick) once: a Standard-mode canary grows at the old
+    weight first; once grown, the state's weight is written again and takes effect."""
+    backend = world.backend(name)
+    seen = backend.observe()
+    if seen.state is not None and seen.requested_weight_pct != seen.state.weight_pct:
+        backend.apply(seen, SetWeight(seen.state.weight_pct), seen.state)
+        world.sim.reconcile()
+
+
 def test_standard_canary_is_ready_though_observed_generation_never_moves(
         standard: World) -> None:
     world = standard
@@ -83,7 +93,10 @@ def test_standard_canary_is_ready_though_observed_generation_never_moves(
     world.sim.reconcile()
     obj = world.isvc()
     # PropagateRawStatus copies the *stable* Deployment's observedGeneration.
-    assert obj["metadata"]["generation"] > observed == obj["status"]["observedGeneration"]
+    stable = _deployment(world, f"{ISVC}-predictor")
+    assert obj["status"]["observedGeneration"] == stable["status"]["observedGeneration"]
+    assert obj["metadata"]["generation"] > observed
+    _settle_weight(world)
     seen = world.backend().observe()
     assert seen.canary_ready and seen.canary_weight_pct == 10
 
@@ -167,9 +180,11 @@ def test_standard_weight_is_what_the_httproute_routes(standard: World) -> None:
     _advance(world, 30.0)
     obj = world.isvc()
     (status,) = obj["status"]["canaryStatuses"]
-    assert status["trafficPercent"] == 10 and status["ready"] is False  # only an echo
+    # Capacity first: a canary that never comes up is never given its share.
+    assert status["trafficPercent"] == 0 and status["ready"] is False  # only an echo
     seen = world.backend().observe()
     assert seen.canary_weight_pct == 0 and seen.detail["routedPercent"] == 0
+    assert seen.traffic_note and "not Ready at its new size" in seen.traffic_note
 
 
 def _fleet(world: World, min_replicas: int, max_replicas: int | None = None) -> None:
@@ -189,6 +204,7 @@ def _canary_sizes(world: World) -> list[int]:
                   clock=world.clock)
     world.sim.reconcile()
     sizes = [_deployment(world, "fleet-v2-predictor")["spec"]["replicas"]]
+    _settle_weight(world, "fleet")
     engine = Engine(world.backend("fleet"), clock=world.clock,
                     analyzer=ScriptedAnalyzer([P, P], clock=world.clock))
     engine.step()
@@ -219,14 +235,19 @@ def test_standard_canary_is_sized_for_an_autoscaled_fleet(tmp_path: Path) -> Non
         apps.patch_namespaced_deployment("fleet-predictor", NAMESPACE, {"spec": {"replicas": 8}})
         world.sim.reconcile()  # as the HPA would have scaled it
         assert _canary_sizes(world) == [1, 4]
-        assert world.isvc("fleet")["spec"]["predictor"]["minReplicas"] == 8
+        # While the canary grows from 1 to 4 at its old weight, the stable's minReplicas
+        # is the fleet plus that growth (KServe subtracts the canary's intended size), and
+        # maxReplicas follows it past 8 (the webhook refuses min > max).
+        predictor = world.isvc("fleet")["spec"]["predictor"]
+        assert (predictor["minReplicas"], predictor["maxReplicas"]) == (11, 11)
         engine = Engine(world.backend("fleet"), clock=world.clock)
         engine.step(Command("rollback"))
         for _ in range(4):
             _advance(world, 1.0)
             if engine.step(Command("rollback")).is_final:
                 break
-        assert world.isvc("fleet")["spec"]["predictor"]["minReplicas"] == 2
+        predictor = world.isvc("fleet")["spec"]["predictor"]
+        assert (predictor["minReplicas"], predictor["maxReplicas"]) == (2, 8)
         assert not world.isvc("fleet")["spec"].get("canary")
     finally:
         world.api.stop()
@@ -247,13 +268,19 @@ def test_standard_promotion_keeps_capacity(tmp_path: Path) -> None:
             if isinstance(promoted.change, Promote):
                 break
         assert isinstance(promoted.change, Promote), promoted.waiting
-        # First all traffic to a full-size canary; the stable still exists meanwhile.
+        # Capacity first: the canary grows to the whole fleet at its old weight ...
         spec = world.isvc("fleet")["spec"]
-        assert spec["canary"][0]["trafficPercent"] == 100
+        assert spec["canary"][0]["trafficPercent"] == 25
         assert spec["canary"][0]["predictor"]["minReplicas"] == 4
-        _advance(world, 5.0)
-        assert engine.step().state.aliases_synced is False
-        assert "canary" in world.isvc("fleet")["spec"]  # not renamed before it is full
+        for _ in range(4):  # ... and takes all traffic once its Deployment rolled out
+            _advance(world, 10.0)
+            engine.step()
+            spec = world.isvc("fleet")["spec"]
+            if spec["canary"][0]["trafficPercent"] == 100:
+                break
+        assert spec["canary"][0]["trafficPercent"] == 100
+        # The stable still runs while the canary takes all traffic, full size already.
+        assert _deployment(world, "fleet-v2-predictor")["status"]["availableReplicas"] >= 4
         assert world.sim.rollouts("fleet").keys() >= {"fleet-predictor", "fleet-v2-predictor"}
         for _ in range(4):
             _advance(world, 10.0)

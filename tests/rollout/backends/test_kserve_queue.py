@@ -3,7 +3,7 @@
 The worker Deployment and ScaledObject are the queue overlay's, rendered by
 ``deploy render``'s code with real kustomize; the cluster is the emulated API server
 with the ported KServe and Deployment controllers (tests/support/kserve). What the
-rollout creates is checked against the real schemas (../shared/crds/keda, Kubernetes'
+rollout creates is checked against the real schemas (.modelctl/crds/keda, Kubernetes'
 OpenAPI) by ``deploy validate``'s checker.
 """
 
