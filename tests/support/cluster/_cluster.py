@@ -46,13 +46,16 @@ class Cluster:
 
     def new_namespace(self, prefix: str = "t") -> str:
         """A fresh namespace with the rollout's ServiceAccount, Role and RoleBinding
-        (manifests/30-rollout-rbac.yaml) and the models' ServiceAccount in it."""
+        (manifests/30-rollout-rbac.yaml), the models' ServiceAccount, and the Secrets of
+        manifests/templates/ as a user creates them (placeholder values)."""
         name = f"{prefix}-{next(_counter)}"
         self.apply([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}])
         docs = []
-        for path in ("20-registry-access.yaml", "30-rollout-rbac.yaml"):
-            for doc in yaml.safe_load_all((MANIFESTS / path).read_text()):
-                if doc and doc.get("kind") != "Secret":
+        paths = [MANIFESTS / "20-registry-access.yaml", MANIFESTS / "30-rollout-rbac.yaml",
+                 *sorted((MANIFESTS / "templates").glob("*-secret.yaml"))]
+        for path in paths:
+            for doc in yaml.safe_load_all(path.read_text()):
+                if doc:
                     doc = copy.deepcopy(doc)
                     doc["metadata"]["namespace"] = name
                     for subject in doc.get("subjects") or []:
