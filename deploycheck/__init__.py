@@ -4,7 +4,7 @@ Documents are validated as a real API server would with ``kubectl apply``: custo
 resources against the upstream CRDs' OpenAPI schemas (unknown fields are errors),
 built-in kinds against ``kubernetes-validate``'s strict schemas, then the semantic
 rules of ``_rules`` and ``_rbac``, and KServe's validating webhooks for InferenceServices
-(``_webhook``: ``admit_inferenceservice``) and TrainedModels (``_webhook_trainedmodel``:
+(``webhook``: ``admit_inferenceservice``) and TrainedModels (``webhook``:
 ``admit_trainedmodel``). The CRDs come from a folder, or from the
 cluster a kubeconfig points at (``find_crds``). Kustomizations are rendered with real
 kustomize; ``apply_plan`` writes a capacity plan's numbers into rendered objects.
@@ -27,8 +27,7 @@ from deploycheck._locate import (
 from deploycheck._plan import PlanValues, apply_plan
 from deploycheck._problems import Problem
 from deploycheck._render import RenderRequest, overlay_dir, render
-from deploycheck._webhook import admit_inferenceservice
-from deploycheck._webhook_trainedmodel import admit_trainedmodel
+from deploycheck.webhook import admit_inferenceservice, admit_trainedmodel
 
 __all__ = [
     "DEFAULT_KUBE_VERSION",

@@ -1,7 +1,7 @@
 """The checker: collect documents from files, folders and kustomizations, validate each
 against its schema (CRD or built-in), then apply the semantic rules and, to each
-InferenceService and TrainedModel, KServe's validating webhook for it (``_webhook``,
-``_webhook_trainedmodel``). The CRDs come from a folder or from the cluster
+InferenceService and TrainedModel, KServe's validating webhook for it (``webhook``,
+``webhook._trainedmodel``). The CRDs come from a folder or from the cluster
 (:func:`find_crds`)."""
 
 from __future__ import annotations
@@ -22,10 +22,14 @@ from deploycheck._openapi import StructuralValidator, type_name
 from deploycheck._problems import Finding, Problem
 from deploycheck._rbac import check_role, is_rollout_role
 from deploycheck._rules import RULES
-from deploycheck._webhook import RULE as WEBHOOK_RULE
-from deploycheck._webhook import is_inference_service, webhook_findings
-from deploycheck._webhook_trainedmodel import is_trained_model, trainedmodel_findings
 from deploycheck._yaml import YamlDocumentError, load_documents
+from deploycheck.webhook import RULE as WEBHOOK_RULE
+from deploycheck.webhook import (
+    is_inference_service,
+    is_trained_model,
+    trainedmodel_findings,
+    webhook_findings,
+)
 
 DEFAULT_KUBE_VERSION = "1.33"
 YAML_SUFFIXES = (".yaml", ".yml")

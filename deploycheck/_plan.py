@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deploycheck._errors import DeployError
-from deploycheck._webhook_component import (
+from deploycheck.webhook._component import (
     AUTOSCALER_CLASS,
     DEPLOYMENT_MODE,
     KNATIVE_CLASS,

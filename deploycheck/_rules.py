@@ -4,11 +4,11 @@
   (the scheduler counts requests, the device plugin hands out limits);
 - ``canary_matches_mode``: ``canaryTrafficPercent`` only in Knative mode (KServe silently
   ignores it in Standard mode; ``spec.canary`` outside Standard mode is refused by the
-  webhook, ``_webhook``), and a deployment mode KServe knows;
+  webhook, ``webhook``), and a deployment mode KServe knows;
 - ``no_latest_images``: every image names a tag other than ``latest`` or a digest;
 - ``containers_have_resources``: requests for cpu and memory and a memory limit;
 - ``names_are_dns``: ``metadata.name`` is a DNS-1123 name (InferenceServices: at most 63
-  characters, a DNS label; the webhook, ``_webhook``, checks the rest of their format);
+  characters, a DNS label; the webhook, ``webhook``, checks the rest of their format);
 - ``keda_query_selects_itself``: a KEDA Prometheus query of an InferenceService selects
   that InferenceService (``isvc=``/``namespace=``), not a copy-pasted neighbour.
 
@@ -24,7 +24,7 @@ from typing import Any
 
 from deploycheck._canary import canary_predictor
 from deploycheck._problems import Finding, JsonPath
-from deploycheck._webhook_component import MODEL_KEYS
+from deploycheck.webhook._component import MODEL_KEYS
 
 Rule = Callable[[Mapping[str, Any]], list[Finding]]
 
@@ -247,7 +247,7 @@ def names_are_dns(doc: Mapping[str, Any]) -> list[Finding]:
         )
     name = str(name)
     if doc.get("kind") == "InferenceService":
-        if len(name) > 63:  # KServe's own format check is the webhook's (``_webhook``)
+        if len(name) > 63:  # KServe's own format check is the webhook's (``webhook``)
             return [
                 Finding(
                     ("metadata", "name"),

@@ -37,7 +37,7 @@ from fractions import Fraction
 from typing import Any
 
 from deploycheck._errors import DeployError
-from deploycheck._webhook_component import as_list, as_map, implementations, quantity
+from deploycheck.webhook._component import as_list, as_map, implementations, quantity
 
 TRAINED_MODEL_API = "serving.kserve.io/v1alpha1"
 MULTI_MODEL_ENV = "MULTI_MODEL_SERVER"  # constants.CustomSpecMultiModelServerEnvVarKey

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from deploycheck._webhook import admit_inferenceservice, webhook_findings
-from deploycheck._webhook_scaling import validate_keda
+from deploycheck.webhook._isvc import admit_inferenceservice, webhook_findings
+from deploycheck.webhook._scaling import validate_keda
 from tests.deploycheck.webhook_docs import (
     HPA,
     KEDA,

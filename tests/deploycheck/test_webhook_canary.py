@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from deploycheck._webhook import admit_inferenceservice, webhook_findings
+from deploycheck.webhook._isvc import admit_inferenceservice, webhook_findings
 from tests.deploycheck.webhook_docs import (
     STANDARD,
     Doc,

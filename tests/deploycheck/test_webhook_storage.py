@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from deploycheck._webhook import (
+from deploycheck.webhook._isvc import (
     admit_inferenceservice,
     webhook_findings,
 )
-from deploycheck._webhook_storage import (
+from deploycheck.webhook._storage import (
     validate_collocation_storage_uri,
     validate_multiple_storage_uris_spec,
     validate_storage_uri_spec,

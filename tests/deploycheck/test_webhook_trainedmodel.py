@@ -1,4 +1,4 @@
-"""KServe's TrainedModel validating webhook, ported (``deploycheck._webhook_trainedmodel``):
+"""KServe's TrainedModel validating webhook, ported (``deploycheck.webhook._trainedmodel``):
 the cases of KServe's own ``pkg/apis/serving/v1alpha1/trainedmodel_webhook_test.go``
 (``TestValidateCreate``, ``TestValidateUpdate``) one by one, with KServe's messages, then
 what the port adds: every error in KServe's order, quantities compared and printed as Go
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from deploycheck import Checker, admit_trainedmodel
-from deploycheck._webhook_trainedmodel import quantity_string
+from deploycheck.webhook._trainedmodel import quantity_string
 
 NAME_ERROR = (
     'the Trained Model "{}" is invalid: a Trained Model name must consist of alphanumeric '

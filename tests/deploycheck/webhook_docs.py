@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from deploycheck._webhook import admit_inferenceservice
+from deploycheck.webhook._isvc import admit_inferenceservice
 
 Doc = dict[str, Any]
 STANDARD = {"serving.kserve.io/deploymentMode": "Standard"}

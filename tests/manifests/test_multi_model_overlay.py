@@ -17,7 +17,7 @@ import yaml
 
 from deploycheck import Checker, DeployError, RenderRequest, find_kubectl, render
 from deploycheck._trained import MIB, is_multi_model_predictor, memory_mib
-from deploycheck._webhook_component import quantity
+from deploycheck.webhook._component import quantity
 from tests.manifests.test_overlays import effective_args, parse
 from tests.support.manifests import OVERLAYS, ROOT, load_all, runtime_doc
 

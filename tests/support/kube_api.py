@@ -19,7 +19,7 @@ does and the tests rely on:
 * the ``status`` subresource: a write to ``.../status`` changes only ``status``, a write
   to the object never does, and a create drops it (``PrepareForCreate``);
 * InferenceServices go through KServe's validating webhook
-  (``cli/_deploycheck/_webhook.py`` ``admit_inferenceservice``) on create and update,
+  (``cli/_deploycheck/webhook/_isvc.py`` ``admit_inferenceservice``) on create and update,
   denied as the API server reports a controller-runtime validator's denial: 403
   Forbidden, ``admission webhook "inferenceservice.kserve-webhook-server.validator"
   denied the request: <error>`` (controller-runtime pkg/webhook/admission/response.go
@@ -164,7 +164,7 @@ def _generation_moves(key: str, before: Mapping[str, Any], after: Mapping[str, A
 
 
 def _admit(new: Mapping[str, Any], old: Mapping[str, Any] | None) -> None:
-    from deploycheck._webhook import admit_inferenceservice
+    from deploycheck.webhook._isvc import admit_inferenceservice
 
     errors = admit_inferenceservice(new, old)
     if errors:

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from deploycheck._problems import Finding, JsonPath
-from deploycheck._webhook_component import (
+from deploycheck.webhook._component import (
     DEPLOYMENT_MODE,
     as_int,
     as_list,
@@ -22,7 +22,7 @@ from deploycheck._webhook_component import (
     validate_exactly_one,
     validate_implementation,
 )
-from deploycheck._webhook_scaling import validate_extension
+from deploycheck.webhook._scaling import validate_extension
 
 
 def validate_canary_specs(isvc: Mapping[str, Any]) -> list[Finding]:

@@ -27,7 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from deploycheck._problems import Finding
-from deploycheck._webhook_component import as_map, quantity
+from deploycheck.webhook._component import as_map, quantity
 
 TM_NAME_FMT = "[a-zA-Z0-9_-]+"  # TmNameFmt
 TM_REGEXP = f"^{TM_NAME_FMT}$"  # TmRegexp, as Go prints a *regexp.Regexp

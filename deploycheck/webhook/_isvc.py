@@ -32,8 +32,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from deploycheck._problems import Finding, JsonPath
-from deploycheck._webhook_canary import validate_canary_specs
-from deploycheck._webhook_component import (
+from deploycheck.webhook._canary import validate_canary_specs
+from deploycheck.webhook._component import (
     AUTOSCALER_CLASS,
     DEPLOYMENT_MODE,
     MODEL_KEYS,
@@ -46,8 +46,8 @@ from deploycheck._webhook_component import (
     validate_exactly_one,
     validate_implementation,
 )
-from deploycheck._webhook_scaling import validate_autoscaling, validate_extension
-from deploycheck._webhook_storage import (
+from deploycheck.webhook._scaling import validate_autoscaling, validate_extension
+from deploycheck.webhook._storage import (
     validate_collocation_storage_uri,
     validate_confidential,
     validate_multiple_storage_uris,

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from deploycheck._problems import Finding, JsonPath
-from deploycheck._webhook_component import (
+from deploycheck.webhook._component import (
     STORAGE_URI_ENV,
     SWITCH_ORDER,
     as_list,
