@@ -1,7 +1,8 @@
 """A real control plane for tests: Kubernetes (etcd, kube-apiserver, kube-controller-
-manager, kube-scheduler), KWOK for nodes and pods, and KServe's manager and webhooks,
-all built from Go modules by ``devcluster/build.sh`` (pinned in ``devcluster/go.mod``
-and ``devcluster/modules.txt``) and started on 127.0.0.1, one per test session.
+manager, kube-scheduler), KWOK for nodes and pods, KServe's manager and webhooks and
+KEDA's operator, all built from Go modules by ``devcluster/build.sh`` (pinned in
+``devcluster/go.mod`` and ``devcluster/modules.txt``) and started on 127.0.0.1, one per
+test session.
 
 ``tests/support/cluster/fixtures.py`` holds the pytest fixtures; docs/ROLLOUT.md
 "Tested against" lists what is real and what is stood in for.

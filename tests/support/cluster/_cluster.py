@@ -17,6 +17,7 @@ from rollout.backends._kserve._kube import KubeClient
 from tests.support.cluster._binaries import ROOT, binaries
 from tests.support.cluster._controlplane import ControlPlane, write_kubeconfig
 from tests.support.cluster._gateway import GatewayStandIn
+from tests.support.cluster._keda import start_keda
 from tests.support.cluster._kserve import GATEWAY, KServe
 
 MANIFESTS = ROOT / "manifests"
@@ -110,6 +111,7 @@ def start_cluster(workdir: Path) -> Cluster:
     plane = ControlPlane(workdir, binaries()).start()
     try:
         kserve = KServe(plane, binaries(), GATEWAY_API).install()
+        start_keda(plane, binaries())
         api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
         gateway = GatewayStandIn(api).start()
     except BaseException:

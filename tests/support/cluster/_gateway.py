@@ -71,7 +71,7 @@ class GatewayStandIn:
             self._stop.wait(self._interval_s)
 
     def sync(self) -> None:
-        listed: dict[str, Any] = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL)
+        listed: Any = self._api.list_cluster_custom_object(GROUP, VERSION, PLURAL)
         routes = listed["items"]
         for route in routes:
             if _settled(route):
