@@ -3,7 +3,8 @@ kustomize overlay rendered once with real kustomize.
 
 Nothing here stands in for an external system: the renders come from the real
 kustomize (`kubectl kustomize`), the schemas from the upstream CRDs in .modelctl/crds (make setup),
-and the checks from `deploycheck` (whose webhook port cites KServe's source).
+and the checks from `deploycheck` (whose webhook port cites KServe's source:
+github.com/kserve/kserve `pkg/apis/serving/v1beta1/inference_service_validation.go`).
 """
 
 from __future__ import annotations

@@ -209,6 +209,9 @@ class KServeBackend:
         actions = queue.plan(seen.raw.get("workers") or queue.Workers(), self.isvc, state)
         if actions:
             planned["queue_workers"] = [a.to_dict() for a in actions]
+        leftover = seen.raw.get("leftover_hpa")
+        if leftover is not None:
+            planned["delete_hpa"] = leftover["metadata"]["name"]
         return planned
 
     def _prepared(self, seen: Observation, change: Change, state: RolloutState) -> RolloutState:

@@ -286,3 +286,52 @@ def test_events_are_recorded_on_the_inference_service(world: World) -> None:
     assert event["involvedObject"]["uid"] == world.isvc()["metadata"]["uid"]
     assert "demo-fixed@1 -> demo-fixed@2" in event["message"]
     assert event["source"] == {"component": "modelctl-rollout"}
+
+
+def test_a_rollback_deletes_the_autoscaler_kserve_leaves(tmp_path: Path) -> None:
+    """KServe v0.20.0 deletes a dropped canary's Deployment but not its HPA, on which it
+    sets no owner (tests/system/kserve shows it on the real controller): the rollback
+    deletes it, and says so in a dry run; an HPA KServe did not make for this
+    InferenceService stays."""
+    from kubernetes import client
+
+    world = make_world(tmp_path, FakeClock(1_800_000_000.0), mode="Standard")
+    try:
+        start_rollout(world.backend(), world.registry, model=MODEL, ref="2", plan=PLAN,
+                      clock=world.clock)
+        world.sim.reconcile()
+        engine = Engine(world.backend(), clock=world.clock, registry=world.registry)
+        result = engine.step(Command("rollback"))
+        for _ in range(6):
+            world.sim.reconcile()
+            result = engine.step()
+            if result.is_final:
+                break
+        assert result.is_final
+        autoscaling = client.AutoscalingV2Api(world.api.api_client())
+
+        def hpa(name: str, labels: dict[str, str]) -> Any:
+            return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": name, "namespace": NAMESPACE, "labels": labels},
+                    "spec": {"minReplicas": 1, "maxReplicas": 1, "scaleTargetRef": {
+                        "apiVersion": "apps/v1", "kind": "Deployment", "name": name}}}
+
+        left = f"{ISVC}-v2-predictor"
+        autoscaling.create_namespaced_horizontal_pod_autoscaler(
+            NAMESPACE, hpa(left, {"serving.kserve.io/inferenceservice": "someone-else"}))
+        backend = world.backend()
+        seen = backend.observe()
+        assert seen.restored and "leftoverHpa" not in seen.detail  # not KServe's for us
+        autoscaling.patch_namespaced_horizontal_pod_autoscaler(left, NAMESPACE, {"metadata": {
+            "labels": {"serving.kserve.io/inferenceservice": ISVC}}})
+        seen = backend.observe()
+        assert not seen.restored and seen.detail["leftoverHpa"] == left
+        assert seen.state is not None
+        assert backend.describe(seen, Rollback(), seen.state)["delete_hpa"] == left
+        after = backend.apply(seen, Rollback(), seen.state)
+        assert after.restored
+        names = [h.metadata.name for h in
+                 autoscaling.list_namespaced_horizontal_pod_autoscaler(NAMESPACE).items]
+        assert left not in names
+    finally:
+        world.api.stop()

@@ -5,7 +5,10 @@ KEDA's operator, all built from Go modules by ``devcluster/build.sh`` (pinned in
 test session.
 
 ``tests/support/cluster/fixtures.py`` holds the pytest fixtures; docs/ROLLOUT.md
-"Tested against" lists what is real and what is stood in for.
+"Tested against" lists what is real and what is stood in for. Source: each module names
+the upstream files it follows (sigs.k8s.io/kwok ``pkg/kwokctl/components/*.go`` for the
+flags, github.com/kserve/kserve ``cmd/manager/main.go``, github.com/kedacore/keda
+``cmd/operator/main.go``); the one stand-in, ``_gateway``, cites the Gateway API spec.
 """
 
 from tests.support.cluster._binaries import Binaries, binaries

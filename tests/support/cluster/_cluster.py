@@ -1,5 +1,11 @@
 """One test cluster: the control plane, KServe on it, the gateway stand-in, and how a
-test gets a namespace of its own with modelctl's manifests applied."""
+test gets a namespace of its own with modelctl's manifests applied.
+
+Source: the Gateway KServe's HTTPRoutes name is ``kserveIngressGateway`` of its shipped
+``config/configmap/inferenceservice.yaml`` (github.com/kserve/kserve v0.20.0); the
+rollout's token is a TokenRequest, as ``kubectl create token`` makes it
+(``staging/src/k8s.io/kubectl/pkg/cmd/create/create_token.go``) and as a Job's
+projected service-account token holds one."""
 
 from __future__ import annotations
 
@@ -32,6 +38,7 @@ class Cluster:
     kserve: KServe
     gateway: GatewayStandIn
     namespaces: list[str] = field(default_factory=list)
+    started_in_s: float = 0.0
 
     def api_client(self) -> Any:
         return config.new_client_from_config(config_file=str(self.plane.admin_kubeconfig))
@@ -123,6 +130,6 @@ def start_cluster(workdir: Path) -> Cluster:
     except BaseException:
         cluster.stop()
         raise
-    cluster.started_in_s = time.monotonic() - started  # type: ignore[attr-defined]
+    cluster.started_in_s = time.monotonic() - started
     return cluster
 

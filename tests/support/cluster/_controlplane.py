@@ -62,6 +62,7 @@ class ControlPlane:
     server: str = field(init=False, default="")
     admin_kubeconfig: Path = field(init=False)
     procs: list[ManagedProcess] = field(default_factory=list)
+    started_in_s: float = field(init=False, default=0.0)
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -146,12 +147,13 @@ class ControlPlane:
         self._wait_healthy(proc, f"{self.server}/readyz", tls=True)
 
     def _start_controllers(self) -> None:
+        kcm_port, scheduler_port = free_port(), free_port()
         kcm = self._spawn("kube-controller-manager", [
             str(self.binaries.path("kube-controller-manager")),
             "--kubeconfig", str(self.admin_kubeconfig),
             "--authentication-kubeconfig", str(self.admin_kubeconfig),
             "--authorization-kubeconfig", str(self.admin_kubeconfig),
-            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--bind-address", "127.0.0.1", "--secure-port", str(kcm_port),
             "--leader-elect=false", "--root-ca-file", str(self.pki.ca.cert),
             "--service-account-private-key-file", str(self.sa_key.key),
             "--use-service-account-credentials=false",
@@ -163,7 +165,7 @@ class ControlPlane:
             "--kubeconfig", str(self.admin_kubeconfig),
             "--authentication-kubeconfig", str(self.admin_kubeconfig),
             "--authorization-kubeconfig", str(self.admin_kubeconfig),
-            "--bind-address", "127.0.0.1", "--secure-port", str(free_port()),
+            "--bind-address", "127.0.0.1", "--secure-port", str(scheduler_port),
             "--leader-elect=false", "--kube-api-qps", "1000", "--kube-api-burst", "1000",
             "--v=1"])
         kwok_serving = self.pki.issue("kwok", common="kwok", server_names=("127.0.0.1",))
@@ -176,17 +178,20 @@ class ControlPlane:
             "--tls-cert-file", str(kwok_serving.cert),
             "--tls-private-key-file", str(kwok_serving.key),
             "--node-lease-duration-seconds", "40"])
-        for proc in (kcm, scheduler, kwok):
-            time.sleep(0.2)
-            if proc.poll() is not None:
-                raise RuntimeError(f"{proc.name} exited with {proc.poll()}:\n"
-                                   f"{proc.output_tail()}")
+        # Their /healthz is open to anyone (--authorization-always-allow-paths' default),
+        # served with a certificate each made for itself; KWOK's liveness shows in the
+        # node it keeps Ready (add_node).
+        for proc, port in ((kcm, kcm_port), (scheduler, scheduler_port)):
+            self._wait_healthy(proc, f"https://127.0.0.1:{port}/healthz", tls=False)
+        if kwok.poll() is not None:
+            raise RuntimeError(f"kwok exited with {kwok.poll()}:\n{kwok.output_tail()}")
 
     def _wait_healthy(self, proc: ManagedProcess, url: str, *, tls: bool) -> None:
         import httpx
 
         cert = (str(self.admin.cert), str(self.admin.key)) if tls else None
-        verify: Any = str(self.pki.ca.cert) if tls else True
+        # Not ours to verify without tls: etcd's plain HTTP, or a self-signed /healthz.
+        verify: Any = str(self.pki.ca.cert) if tls else False
 
         def healthy() -> bool:
             if proc.poll() is not None:

@@ -13,11 +13,9 @@ operator's own polling does the scaling to and from zero that these tests check.
 
 from __future__ import annotations
 
-import time
-
 from tests.support.cluster._binaries import Binaries
 from tests.support.cluster._controlplane import ControlPlane
-from tests.support.procs import ManagedProcess, free_port, wait_for
+from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
 NAMESPACE = "keda"
 
@@ -43,14 +41,5 @@ def start_keda(plane: ControlPlane, binaries: Binaries) -> ManagedProcess:
         "KUBECONFIG": str(plane.admin_kubeconfig), "POD_NAMESPACE": NAMESPACE,
         "WATCH_NAMESPACE": "", "KEDA_CLUSTER_OBJECT_NAMESPACE": NAMESPACE})
     plane.procs.append(proc)
-    import httpx
-
-    def ready() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"keda-operator exited:\n{proc.output_tail()}")
-        return httpx.get(f"http://127.0.0.1:{probe}/readyz", timeout=2).status_code == 200
-
-    started = time.monotonic()
-    wait_for(ready, timeout_s=60.0, interval_s=0.2, what="KEDA's operator ready")
-    proc.started_in_s = time.monotonic() - started  # type: ignore[attr-defined]
+    wait_http_ok(f"http://127.0.0.1:{probe}/readyz", timeout_s=60.0, proc=proc)
     return proc

@@ -18,6 +18,7 @@ stand-in (``_gateway.py``): the HTTPRoute status a Gateway API implementation wr
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 from pathlib import Path
@@ -27,7 +28,7 @@ import yaml
 
 from tests.support.cluster._binaries import Binaries
 from tests.support.cluster._controlplane import ControlPlane
-from tests.support.procs import ManagedProcess, free_port, wait_for
+from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
 NAMESPACE = "kserve"
 CONFIG = "inferenceservice-config"
@@ -124,18 +125,11 @@ class KServe:
             "TMPDIR": str(tmp)})
         self.plane.procs.append(proc)
         self.proc = proc
-        import httpx
-
-        def ready() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"kserve-manager exited:\n{proc.output_tail()}")
-            return httpx.get(f"http://127.0.0.1:{probe}/readyz", timeout=2).status_code == 200
-
-        wait_for(ready, timeout_s=60.0, interval_s=0.2, what="KServe's manager ready")
+        wait_http_ok(f"http://127.0.0.1:{probe}/readyz", timeout_s=60.0, proc=proc)
 
     def _apply_webhooks(self) -> None:
         path = module_dir(MODULE) / "config" / "webhook" / "manifests.yaml"
-        ca = __import__("base64").b64encode(self.plane.pki.ca_pem).decode()
+        ca = base64.b64encode(self.plane.pki.ca_pem).decode()
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         for doc in docs:
             doc["metadata"].pop("creationTimestamp", None)

@@ -2,7 +2,11 @@
 RBAC, a local registry with versions 1..N of one model, and InferenceServices that the
 real KServe reconciles. The rollout talks to the API server as the ServiceAccount
 ``modelctl-rollout`` (manifests/30-rollout-rbac.yaml), so a verb its Role lacks is a
-real 403; the test itself reads and writes as cluster-admin."""
+real 403; the test itself reads and writes as cluster-admin.
+
+Source: Ready is KServe's own ``Ready`` condition (github.com/kserve/kserve
+``pkg/apis/serving/v1beta1/inference_service_status.go``), as ``kubectl wait
+--for=condition=Ready`` reads it."""
 
 from __future__ import annotations
 
@@ -71,8 +75,11 @@ class RealWorld:
 
     def wait_isvc(self, name: str, check: Callable[[dict[str, Any]], bool], what: str,
                   timeout_s: float = READY_TIMEOUT_S) -> dict[str, Any]:
-        return wait_for(lambda: (lambda obj: obj if check(obj) else None)(self.isvc(name)),
-                        timeout_s=timeout_s, interval_s=0.2,
+        def passed() -> dict[str, Any] | None:
+            obj = self.isvc(name)
+            return obj if check(obj) else None
+
+        return wait_for(passed, timeout_s=timeout_s, interval_s=0.2,
                         what=f"InferenceService {self.namespace}/{name} {what}")
 
     def get(self, kind: str, name: str) -> dict[str, Any] | None:

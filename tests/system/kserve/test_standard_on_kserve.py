@@ -60,11 +60,15 @@ def test_a_keda_scaled_canary_is_never_built_and_start_refuses_one(world: RealWo
         "model": {**canary, "name": "kserve-container", "storageUri": world.uri(2)}}}]}}
     world.cluster.kubectl("patch", "isvc", "scaled", "-n", world.namespace, "--type=merge",
                           "-p", json.dumps(patch))
-    events = wait_for(lambda: [e for e in world.cluster.kubectl(
-        "get", "events", "-n", world.namespace, "-o", "json").stdout.split('"message"')
-        if "scaled-v2-predictor" in e and "triggers" in e], timeout_s=60.0,
-        what="KServe's reconcile error about the canary's ScaledObject")
-    assert events
+    def refusals() -> list[str]:
+        listed = json.loads(world.cluster.kubectl("get", "events", "-n", world.namespace,
+                                                  "-o", "json").stdout)
+        return [str(e.get("message")) for e in listed["items"]
+                if "scaled-v2-predictor" in str(e.get("message"))
+                and "triggers" in str(e.get("message"))]
+
+    assert wait_for(refusals, timeout_s=60.0,
+                    what="KServe's reconcile error about the canary's ScaledObject")
     assert world.get("scaledobject", "scaled-v2-predictor") is None
     statuses = (world.isvc("scaled").get("status") or {}).get("canaryStatuses") or []
     assert not [s for s in statuses if s.get("ready")]
