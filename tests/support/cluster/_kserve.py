@@ -20,36 +20,22 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-from pathlib import Path
 from typing import Any
 
 import yaml
 
-from tests.support.cluster._binaries import Binaries
+from tests.support.cluster._binaries import Binaries, binaries
 from tests.support.cluster._controlplane import ControlPlane
 from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
 NAMESPACE = "kserve"
 CONFIG = "inferenceservice-config"
 GATEWAY = ("kserve", "kserve-ingress-gateway")  # the shipped kserveIngressGateway
-MODULE = "github.com/kserve/kserve"
-
-
-def module_dir(module: str) -> Path:
-    """The downloaded module's folder (the pin in devcluster/modules.txt)."""
-    from tests.support.cluster._binaries import BUILD
-
-    pins = (BUILD.parent / "modules.txt").read_text().splitlines()
-    version = next(line.split()[1] for line in pins if line.split()[:1] == [module])
-    done = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"],
-                          capture_output=True, text=True, check=True, cwd=BUILD.parent)
-    return Path(json.loads(done.stdout)["Dir"])
 
 
 def shipped_config() -> dict[str, Any]:
     """KServe's ``inferenceservice-config`` ConfigMap as the module ships it."""
-    path = module_dir(MODULE) / "config" / "configmap" / "inferenceservice.yaml"
+    path = binaries().kserve_config("inferenceservice.yaml")
     return next(d for d in yaml.safe_load_all(path.read_text())
                 if d and d.get("kind") == "ConfigMap")
 
@@ -91,8 +77,7 @@ class KServe:
         self._apply_webhooks()
         # The storage containers a KServe install ships (the default one takes s3://,
         # gs://, hf://, https:// ...): config/storagecontainers/default.yaml.
-        plane.kubectl("apply", "-f", str(module_dir(MODULE) / "config" / "storagecontainers"
-                                         / "default.yaml"))
+        plane.kubectl("apply", "-f", str(self.binaries.kserve_config("default.yaml")))
         return self
 
     def set_config(self, overrides: dict[str, dict[str, Any]]) -> None:
@@ -128,7 +113,7 @@ class KServe:
         wait_http_ok(f"http://127.0.0.1:{probe}/readyz", timeout_s=60.0, proc=proc)
 
     def _apply_webhooks(self) -> None:
-        path = module_dir(MODULE) / "config" / "webhook" / "manifests.yaml"
+        path = self.binaries.kserve_config("manifests.yaml")
         ca = base64.b64encode(self.plane.pki.ca_pem).decode()
         docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
         for doc in docs:
