@@ -10,10 +10,10 @@
 #
 # $MODELCTL_DEVCLUSTER_CACHE moves the cache (default ~/.cache/modelctl/devcluster).
 # Binaries built from this folder's go.mod: etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler, kwok and Knative Serving's controller, webhook, autoscaler and
-# activator. KServe's manager and KEDA's operator and webhooks are built inside their own
-# downloaded module (modules.txt), since their go.mod has exclude and replace directives
-# that apply only to the main module.
+# kube-scheduler, kubectl (the tests' client, at the server's version), and Knative
+# Serving's controller, webhook, autoscaler and activator. KServe's manager and KEDA's
+# operator and webhooks are built inside their own downloaded module (modules.txt), since
+# their go.mod has exclude and replace directives that apply only to the main module.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here"
@@ -113,6 +113,7 @@ build etcd go.etcd.io/etcd/server/v3
 build kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver
 build kube-controller-manager k8s.io/kubernetes/cmd/kube-controller-manager
 build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
+build kubectl k8s.io/kubernetes/cmd/kubectl
 kwok=$(module_dir sigs.k8s.io/kwok "$(pin sigs.k8s.io/kwok)")
 build kwok ./cmd/kwok "$kwok"
 kserve=$(module_dir github.com/kserve/kserve "$(pin github.com/kserve/kserve)")

