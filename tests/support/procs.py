@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import httpx
 
@@ -46,13 +46,16 @@ def wait_for(
     raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}: {last_exc!r}")
 
 
-def wait_http_ok(url: str, *, timeout_s: float = 60.0, proc: ManagedProcess | None = None) -> None:
-    """Poll ``url`` until it answers 200 (and fail fast if ``proc`` died)."""
+def wait_http_ok(url: str, *, timeout_s: float = 60.0, proc: ManagedProcess | None = None,
+                 verify: Any = True, cert: tuple[str, str] | None = None) -> None:
+    """Poll ``url`` until it answers 200 (and fail fast if ``proc`` died); ``verify`` and
+    ``cert`` are httpx's (a CA file or False; a client certificate and key)."""
 
     def check() -> bool:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"{proc.name} exited with {proc.poll()}:\n{proc.output_tail()}")
-        return httpx.get(url, timeout=2.0).status_code == 200
+        with httpx.Client(verify=verify, cert=cert, timeout=2.0) as http:
+            return http.get(url).status_code == 200
 
     deadline = time.monotonic() + timeout_s
     while True:

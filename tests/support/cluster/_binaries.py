@@ -1,5 +1,9 @@
 """Where the control plane's binaries and the upstream CRDs are: ``devcluster/build.sh``'s
-cache folder (keyed by ``devcluster/go.sum``), built by ``make setup``."""
+cache folder (keyed by ``devcluster/go.sum``), built by ``make setup``.
+
+Source: kubectl is the one built from the API server's own pin, since kubectl is
+supported within one minor version of the server (kubernetes.io/docs/setup/release/
+version-skew-policy, "kubectl")."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ import yaml
 
 from tests.support.cluster._binaries import Binaries
 from tests.support.cluster._pki import PKI, KeyPair
-from tests.support.procs import ManagedProcess, free_port, wait_for
+from tests.support.procs import ManagedProcess, free_port, wait_for, wait_http_ok
 
 SERVICE_CIDR = "10.96.0.0/16"
 NODE_ANNOTATION = "kwok.x-k8s.io/node"
@@ -149,25 +149,14 @@ class ControlPlane:
     def _start_controllers(self) -> None:
         kcm_port, scheduler_port = free_port(), free_port()
         kcm = self._spawn("kube-controller-manager", [
-            str(self.binaries.path("kube-controller-manager")),
-            "--kubeconfig", str(self.admin_kubeconfig),
-            "--authentication-kubeconfig", str(self.admin_kubeconfig),
-            "--authorization-kubeconfig", str(self.admin_kubeconfig),
-            "--bind-address", "127.0.0.1", "--secure-port", str(kcm_port),
-            "--leader-elect=false", "--root-ca-file", str(self.pki.ca.cert),
+            *self._component_args("kube-controller-manager", kcm_port),
+            "--root-ca-file", str(self.pki.ca.cert),
             "--service-account-private-key-file", str(self.sa_key.key),
             "--use-service-account-credentials=false",
             "--controllers", "*,-nodeipam,-service-lb-controller,-cloud-node-lifecycle",
-            "--kube-api-qps", "1000", "--kube-api-burst", "1000",
-            "--horizontal-pod-autoscaler-sync-period", "5s", "--v=1"])
-        scheduler = self._spawn("kube-scheduler", [
-            str(self.binaries.path("kube-scheduler")),
-            "--kubeconfig", str(self.admin_kubeconfig),
-            "--authentication-kubeconfig", str(self.admin_kubeconfig),
-            "--authorization-kubeconfig", str(self.admin_kubeconfig),
-            "--bind-address", "127.0.0.1", "--secure-port", str(scheduler_port),
-            "--leader-elect=false", "--kube-api-qps", "1000", "--kube-api-burst", "1000",
-            "--v=1"])
+            "--horizontal-pod-autoscaler-sync-period", "5s"])
+        scheduler = self._spawn("kube-scheduler", self._component_args("kube-scheduler",
+                                                                      scheduler_port))
         kwok_serving = self.pki.issue("kwok", common="kwok", server_names=("127.0.0.1",))
         kwok = self._spawn("kwok", [
             str(self.binaries.path("kwok")), "--kubeconfig", str(self.admin_kubeconfig),
@@ -186,32 +175,26 @@ class ControlPlane:
         if kwok.poll() is not None:
             raise RuntimeError(f"kwok exited with {kwok.poll()}:\n{kwok.output_tail()}")
 
+    def _component_args(self, name: str, port: int) -> list[str]:
+        """What kube-controller-manager and kube-scheduler share: the admin kubeconfig for
+        the API and for checking their own callers, their port on 127.0.0.1, no leader
+        election, no client-side throttling."""
+        kubeconfig = str(self.admin_kubeconfig)
+        return [str(self.binaries.path(name)), "--kubeconfig", kubeconfig,
+                "--authentication-kubeconfig", kubeconfig,
+                "--authorization-kubeconfig", kubeconfig,
+                "--bind-address", "127.0.0.1", "--secure-port", str(port),
+                "--leader-elect=false", "--kube-api-qps", "1000", "--kube-api-burst", "1000",
+                "--v=1"]
+
     def _wait_healthy(self, proc: ManagedProcess, url: str, *, tls: bool) -> None:
-        import httpx
-
-        cert = (str(self.admin.cert), str(self.admin.key)) if tls else None
-        # Not ours to verify without tls: etcd's plain HTTP, or a self-signed /healthz.
-        verify: Any = str(self.pki.ca.cert) if tls else False
-
-        def healthy() -> bool:
-            if proc.poll() is not None:
-                raise RuntimeError(f"{proc.name} exited with {proc.poll()}:\n"
-                                   f"{proc.output_tail()}")
-            with httpx.Client(cert=cert, verify=verify, timeout=2.0) as http:
-                return http.get(url).status_code == 200
-
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while time.monotonic() < deadline:
-            try:
-                if healthy():
-                    return
-            except RuntimeError:
-                raise
-            except Exception:
-                pass
-            time.sleep(0.2)
-        raise TimeoutError(f"{proc.name} not healthy at {url} after {START_TIMEOUT_S}s:\n"
-                           f"{proc.output_tail()}")
+        """``tls``: our own server (our CA, the admin's client certificate); otherwise
+        etcd's plain HTTP or a /healthz on a certificate the component made itself."""
+        if tls:
+            wait_http_ok(url, timeout_s=START_TIMEOUT_S, proc=proc, verify=str(self.pki.ca.cert),
+                         cert=(str(self.admin.cert), str(self.admin.key)))
+        else:
+            wait_http_ok(url, timeout_s=START_TIMEOUT_S, proc=proc, verify=False)
 
     # -- use --------------------------------------------------------------------------
     def kubectl(self, *args: str, kubeconfig: Path | None = None, input: str | None = None,
