@@ -15,12 +15,15 @@ STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py r
 	capacity/_profile.py capacity/_planfile.py capacity/_sim.py capacity/_plan.py \
 	capacity/_arrivals.py capacity/_units.py predictor/_requestlog.py
 
-.PHONY: setup setup-python setup-system setup-node setup-cluster demo run test lint typecheck pytest bench clean
+.PHONY: setup setup-python setup-checkov setup-system setup-node setup-cluster demo run test lint typecheck pytest bench clean
 
-setup: setup-system setup-python setup-node setup-cluster
+setup: setup-system setup-python setup-checkov setup-node setup-cluster
 
 setup-python:
 	@scripts/setup.sh python
+
+setup-checkov:
+	@scripts/setup.sh checkov
 
 setup-system:
 	@scripts/setup.sh system

@@ -48,25 +48,20 @@ class Server:
 
     def batch_sums(self) -> tuple[float, float, float]:
         """(sum of batch sizes, number of batches, device seconds) from /metrics."""
-        text = httpx.get(f"{self.url}/metrics", timeout=10).text
-        found = {"batch_size_sum": 0.0, "batch_size_count": 0.0,
-                 "batch_duration_seconds_sum": 0.0}
-        for line in text.splitlines():
-            if m := re.match(r"modelctl_(batch_size_sum|batch_size_count|"
-                             r"batch_duration_seconds_sum)\{.*\} (\S+)$", line):
-                found[m.group(1)] = float(m.group(2))
-        return (found["batch_size_sum"], found["batch_size_count"],
-                found["batch_duration_seconds_sum"])
+        from capacity._edge import batch_sums
+
+        return batch_sums(self.url)
 
 
-def push_fixed_latency(registry: Path, latency_ms: float, max_batch_size: int) -> None:
+def push_fixed_latency(registry: Path, latency_ms: float, max_batch_size: int,
+                       name: str = "bench-fixed") -> None:
     from registry import Registry
 
-    src = registry.parent / "fixed-src"
+    src = registry.parent / f"{name}-src"
     src.mkdir(parents=True, exist_ok=True)
     (src / "task.json").write_text(json.dumps({"latency_ms": latency_ms,
                                                "max_batch_size": max_batch_size}))
-    Registry.open(str(registry)).push(src, "bench-fixed", "fixed-latency", alias="stable")
+    Registry.open(str(registry)).push(src, name, "fixed-latency", alias="stable")
 
 
 @contextmanager

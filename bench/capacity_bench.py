@@ -16,8 +16,9 @@ trivial server) joins the profile's edge CPU before planning:
   plan's capacity (target: within 10%).
 
 Workloads: ``fixed`` (the fixed-latency task: 50 ms a batch of at most 16),
-``minilm`` (the real all-MiniLM-L6-v2, one short text a request) and ``queue`` (the
-fixed-latency task behind redis-server, one frontend and two workers).
+``minilm`` (the real all-MiniLM-L6-v2, one short text a request), ``queue`` (the
+fixed-latency task behind redis-server, one frontend and two workers) and ``seed``
+(seed 1's 100 ms for any batch of up to 100, profiled with the profile's defaults).
 
     python -m bench.capacity_bench all --runs 3 --duration-s 10
 """
@@ -62,6 +63,8 @@ class Workload:
     text: str
     mode: Literal["in-process", "queue"] = "in-process"
     workers: int = 1
+    # The sizes the profile times; empty: the profile's own defaults (its ladder).
+    batch_sizes: tuple[int, ...] = (1, 2, 4, 8, 16)
 
 
 TEXT = "The update fixed the crash on start-up, but the sync is slower than before."
@@ -69,12 +72,19 @@ WORKLOADS = {
     "fixed": Workload("bench-fixed", 250.0, "x"),
     "minilm": Workload("demo-embed", 400.0, TEXT),
     "queue": Workload("bench-fixed", 250.0, "x", mode="queue", workers=2),
+    # Seed 1's batched_sample: 100 ms for any batch of up to 100, profiled with the
+    # defaults (issue 32: they stopped at 32, and the plan asked for 3x the replicas).
+    "seed": Workload("bench-seed", 250.0, "x", batch_sizes=()),
 }
+# The fixed-latency versions: (latency_ms, max_batch_size).
+FIXED = {"bench-fixed": (50.0, 16), "bench-seed": (100.0, 100)}
 
 
 def _push(registry: Path, workload: Workload) -> None:
-    if workload.model == "bench-fixed":
-        push_fixed_latency(registry, latency_ms=50.0, max_batch_size=16)
+    if workload.model in FIXED:
+        latency_ms, max_batch_size = FIXED[workload.model]
+        push_fixed_latency(registry, latency_ms=latency_ms, max_batch_size=max_batch_size,
+                           name=workload.model)
         return
     from registry import Registry
     from scripts.demo_models import DEMOS
@@ -90,7 +100,7 @@ def _profile(registry: Path, workload: Workload, runs: int) -> Any:
     from capacity import ProfileOptions, measure_profile
     from registry import Registry
 
-    options = ProfileOptions(batch_sizes=(1, 2, 4, 8, 16), inputs=(workload.text,),
+    options = ProfileOptions(batch_sizes=workload.batch_sizes, inputs=(workload.text,),
                              runs=runs, min_seconds=1.0)
     return measure_profile(Registry.open(str(registry)), workload.model, "stable", options,
                            cache_dir=registry.parent / "cache",
@@ -245,7 +255,10 @@ def bench(name: str, runs: int, duration_s: float, profile_runs: int) -> dict[st
         profile_s = time.monotonic() - started
         client_ms = generator_cpu_ms(workload.text)
         # The generator runs on the predictor's cores here: its CPU joins the edge's.
-        profile = dataclasses.replace(profiled, edge_cpu_ms=profiled.edge_cpu_ms + client_ms)
+        loaded = profiled.edge_cpu_loaded_ms
+        profile = dataclasses.replace(
+            profiled, edge_cpu_ms=profiled.edge_cpu_ms + client_ms,
+            edge_cpu_loaded_ms=None if loaded is None else loaded + client_ms)
         print(f"  generator: {client_ms:.2f} ms CPU per request; edge CPU for the plan "
               f"{profile.edge_cpu_ms:.2f} ms", flush=True)
         plan = _plan(profile, workload)

@@ -27,6 +27,13 @@ Method, and its limits:
   back-to-back runs than between requests), and that estimate clips to 0. It counts
   the server's background work in that window too (the event loop's timers,
   metrics), which is part of what a replica costs.
+- ``measure_loaded_edge`` measures the same CPU under load: a second predictor with
+  ``--max_batch_size B`` (the largest size profiled) and ``--max_batch_wait_ms 0``,
+  ``min(B, 64)`` clients each sending its next request as soon as the last is answered,
+  so batches form from what queued while the last one ran; the batches' mean size is
+  read from the server's own ``modelctl_batch_size`` histogram. Sequential requests cost
+  the server several times what loaded ones do (seed 1's version: 1.15 against about
+  0.3 ms), so a plan from the idle edge alone put a CPU limit far below the real one.
 """
 
 from __future__ import annotations
@@ -95,14 +102,100 @@ def measure_edge(model: str, model_dir: Path, options: ProfileOptions, t1_median
     latencies.sort()
     p50 = latencies[len(latencies) // 2]
     cpu_per_request_ms = cpu_s * 1000.0 / len(latencies)
-    if device0 is not None and device1 is not None:
-        model_ms = (device1 - device0) * 1000.0 / len(latencies)  # read in the server
-    else:
-        model_ms = model_cpu_per_item_ms
+    model_ms = _model_cpu_ms(device0, device1, len(latencies), model_cpu_per_item_ms)
     return EdgeTiming(edge_ms=max(p50 - t1_median_ms, 0.0),
                       edge_cpu_ms=max(cpu_per_request_ms - model_ms, 0.0),
                       load_s=load_s, requests=len(latencies), request_p50_ms=p50,
                       request_cpu_ms=cpu_per_request_ms, model_cpu_ms=model_ms)
+
+
+@dataclass(frozen=True)
+class LoadedEdge:
+    """The edge's CPU per request while batches of ``mean_batch`` items ran."""
+
+    cpu_ms: float
+    mean_batch: float
+    requests: int
+
+
+LOADED_CLIENTS = 64  # at most: a Python client beside the server shares its cores
+
+
+def measure_loaded_edge(model: str, model_dir: Path, options: ProfileOptions, batch: int,
+                        model_cpu_per_item_ms: float) -> LoadedEdge | None:
+    """The edge's CPU per request under load with batches of up to ``batch`` (None for a
+    batch of 1: that is the idle edge)."""
+    import concurrent.futures
+
+    import httpx
+
+    if batch <= 1:
+        return None
+    clients = min(batch, LOADED_CLIENTS)
+    total = max(options.edge_requests, 8 * clients)
+    flags = ("--max_batch_size", str(batch), "--max_batch_wait_ms", "0",
+             "--max_queue_size", str(max(batch, clients) * 2))
+    with _predictor(model, model_dir, options, flags) as (proc, url, _):
+        predict = f"{url}/v1/models/{model}:predict"
+
+        def send(first: int, count: int) -> None:
+            with httpx.Client(timeout=60.0) as client:
+                for i in range(first, first + count):
+                    _post(client, predict,
+                          {"instances": [options.inputs[i % len(options.inputs)]]})
+
+        def wave(count: int) -> None:
+            share = max(1, count // clients)
+            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                for done in [pool.submit(send, n * share, share) for n in range(clients)]:
+                    done.result()
+
+        wave(2 * clients)  # warm: connections open, the batcher's policy has seen batches
+        items0, batches0, _ = batch_sums(url)
+        cpu0, device0 = _tree_cpu_s(proc.pid), device_cpu_s(proc.pid)
+        wave(total)
+        cpu_s = _tree_cpu_s(proc.pid) - cpu0
+        device1 = device_cpu_s(proc.pid)
+        items1, batches1, _ = batch_sums(url)
+    sent = items1 - items0
+    if sent <= 0 or batches1 <= batches0:
+        raise ProfileError("the loaded predictor ran no batch: its metrics say nothing")
+    model_ms = _model_cpu_ms(device0, device1, sent, model_cpu_per_item_ms)
+    return LoadedEdge(cpu_ms=max(cpu_s * 1000.0 / sent - model_ms, 0.0),
+                      mean_batch=sent / (batches1 - batches0), requests=int(sent))
+
+
+def _model_cpu_ms(device0: float | None, device1: float | None, requests: float,
+                  in_process_ms: float) -> float:
+    """The model's CPU per request over a window: its device threads' CPU read in the
+    server, or where /proc does not say, the per-item CPU measured in process."""
+    if device0 is not None and device1 is not None:
+        return (device1 - device0) * 1000.0 / requests
+    return in_process_ms
+
+
+def batch_sums(url: str) -> tuple[float, float, float]:
+    """(items, batches, device seconds) the predictor at ``url`` has run, from /metrics:
+    ``modelctl_batch_size``'s sum and count and ``modelctl_batch_duration_seconds``'s
+    sum, over every label set."""
+    wanted = ("modelctl_batch_size_sum", "modelctl_batch_size_count",
+              "modelctl_batch_duration_seconds_sum")
+    sums = metric_sums(url, wanted)
+    return sums.get(wanted[0], 0.0), sums.get(wanted[1], 0.0), sums.get(wanted[2], 0.0)
+
+
+def metric_sums(url: str, names: tuple[str, ...]) -> dict[str, float]:
+    """Each of ``names`` the predictor at ``url`` exports on /metrics, summed over its
+    label sets; a name it does not export is absent."""
+    import httpx
+
+    sums: dict[str, float] = {}
+    for line in httpx.get(f"{url}/metrics", timeout=10.0).text.splitlines():
+        name, _, value = line.partition(" ")
+        key = name.partition("{")[0]
+        if key in names:
+            sums[key] = sums.get(key, 0.0) + float(value.split()[0])
+    return sums
 
 
 def _post(client: Any, url: str, body: dict[str, Any]) -> None:
@@ -113,22 +206,40 @@ def _post(client: Any, url: str, body: dict[str, Any]) -> None:
 
 
 @contextlib.contextmanager
-def _predictor(model: str, model_dir: Path, options: ProfileOptions
+def _predictor(model: str, model_dir: Path, options: ProfileOptions,
+               flags: tuple[str, ...] = ("--max_batch_size", "1"),
                ) -> Iterator[tuple[subprocess.Popen[bytes], str, float]]:
     """The running predictor, its URL and its load time; stopped by PID on the way out."""
+    with _launch(model, model_dir, options.device, options.torch_threads,
+                 options.load_timeout_s, flags) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def serving(model: str, model_dir: Path, *, device: str, torch_threads: int,
+            load_timeout_s: float, flags: tuple[str, ...] = ()) -> Iterator[tuple[str, float]]:
+    """A predictor on ``model_dir`` with ``flags``: its URL and load time (an LLM's profile)."""
+    with _launch(model, model_dir, device, torch_threads, load_timeout_s, flags) as (_, url, s):
+        yield url, s
+
+
+@contextlib.contextmanager
+def _launch(model: str, model_dir: Path, device: str, torch_threads: int,
+            load_timeout_s: float, flags: tuple[str, ...],
+            ) -> Iterator[tuple[subprocess.Popen[bytes], str, float]]:
     port = free_port()
     argv = [sys.executable, "-m", "predictor", "--model_name", model,
             "--model_dir", str(model_dir), "--http_host", "127.0.0.1",
             "--http_port", str(port), "--grpc_port", str(free_port()),
-            "--device", options.device, "--max_batch_size", "1",
-            *(["--torch_threads", str(options.torch_threads)] if options.torch_threads else [])]
+            "--device", device, *flags,
+            *(["--torch_threads", str(torch_threads)] if torch_threads else [])]
     with tempfile.TemporaryFile(prefix="modelctl-profile-") as log:
         started = time.monotonic()
         proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=_server_env(),
                                 start_new_session=True)
         try:
             url = f"http://127.0.0.1:{port}"
-            _wait_ready(proc, f"{url}/v2/health/ready", options.load_timeout_s, log)
+            _wait_ready(proc, f"{url}/v2/health/ready", load_timeout_s, log)
             yield proc, url, time.monotonic() - started
         finally:
             _stop(proc)

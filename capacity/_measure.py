@@ -26,8 +26,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from capacity._edge import EdgeTiming, measure_edge
-from capacity._options import ProfileOptions
+from capacity._edge import EdgeTiming, measure_edge, measure_loaded_edge
+from capacity._options import ProfileOptions, next_size
 from capacity._profile import BatchTiming, Profile, ProfileError
 
 if TYPE_CHECKING:
@@ -103,8 +103,16 @@ def measure_profile(reg: Registry, model: str, ref: str | int, options: ProfileO
                                     series.model_cpu_per_item_ms)
     progress(f"edge: {edge.edge_ms:.2f} ms, {edge.edge_cpu_ms:.2f} ms CPU per request; "
              f"load {edge.load_s:.2f} s")
+    largest = series.batches[-1].size
+    loaded = measure_loaded_edge(model, model_dir, options, largest,
+                                 series.model_cpu_per_item_ms)
+    if loaded is not None:
+        progress(f"edge under load: {loaded.cpu_ms:.2f} ms CPU per request in batches of "
+                 f"{loaded.mean_batch:.1f} on average ({loaded.requests} requests)")
     return Profile(model=model, version=version, device=options.device,
                    batches=series.batches, edge_ms=edge.edge_ms, edge_cpu_ms=edge.edge_cpu_ms,
+                   edge_cpu_loaded_ms=None if loaded is None else loaded.cpu_ms,
+                   edge_loaded_batch=None if loaded is None else loaded.mean_batch,
                    load_s=edge.load_s, device_name=device_name,
                    measured_at=datetime.now(UTC).isoformat(timespec="seconds"),
                    host={**facts, "edge_requests": edge.requests,
@@ -138,7 +146,7 @@ def measure_batches(model: str, model_dir: Path, options: ProfileOptions,
     from predictor._config import ServerConfig
     from predictor._errors import PredictorError
 
-    largest = max(options.batch_sizes or (1,))
+    largest = max(options.batch_sizes or (1,))  # the batcher's cap; run_batch has none
     config = ServerConfig(model_name=model, model_dir=str(model_dir), device=options.device,
                           max_batch_size=largest, max_queue_size=max(1024, largest))
     artifact = open_artifact(config)
@@ -146,7 +154,10 @@ def measure_batches(model: str, model_dir: Path, options: ProfileOptions,
         built = build_model(config, artifact)
         sizes = options.sizes_for(built.handler.max_batch_size)
         try:
-            batches = tuple(_time_size(built, size, options, progress) for size in sizes)
+            if sizes:
+                batches = tuple(_time_size(built, size, options, progress) for size in sizes)
+            else:
+                batches = _climb(built, options, progress)
             ones, cpu_ms = _time_one(built, options)
         except PredictorError as exc:
             raise ProfileError(f"the {artifact.task} handler refuses these inputs: "
@@ -154,6 +165,28 @@ def measure_batches(model: str, model_dir: Path, options: ProfileOptions,
         return BatchSeries(batches, _median(ones), cpu_ms), _device_name(options.device)
     finally:
         artifact.close()
+
+
+def _climb(built: BatchingModel, options: ProfileOptions,
+           progress: Progress) -> tuple[BatchTiming, ...]:
+    """The default sizes: the ladder of ``capacity._options.next_size``, stopped early by
+    the device's memory (the size that ran out is not kept)."""
+    from predictor.batching import is_out_of_memory
+
+    limit = built.handler.max_batch_size
+    batches: list[BatchTiming] = []
+    size, why = next_size([], limit)
+    while size is not None:
+        try:
+            batches.append(_time_size(built, size, options, progress))
+        except Exception as exc:
+            if not (is_out_of_memory(exc) and batches):
+                raise
+            why = f"batch {size} ran out of device memory"
+            break
+        size, why = next_size([(b.size, b.p50_ms) for b in batches], limit)
+    progress(f"stopped at batch {batches[-1].size}: {why}")
+    return tuple(batches)
 
 
 def _prepared(built: BatchingModel, size: int, inputs: Sequence[Any]) -> list[Any]:

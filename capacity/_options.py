@@ -36,7 +36,13 @@ DEFAULT_MIN_SECONDS = 2.0
 DEFAULT_WARMUP_RUNS = 5
 DEFAULT_MAX_RUNS = 2000
 DEFAULT_EDGE_REQUESTS = 200
-DEFAULT_MAX_SIZE = 32  # the default sizes: 1, 2, 4, ... up to this or the task's limit
+# The default sizes: 1, 2, 4, ... at least up to the predictor's own --max_batch_size
+# default (what it would run unplanned) or the task's limit, then on while a doubling
+# still cuts the time per item by MIN_GAIN, up to the task's limit (included), the
+# device's memory, or ADAPTIVE_CAP.
+DEFAULT_MAX_SIZE = 32
+MIN_GAIN = 0.05
+ADAPTIVE_CAP = 1024
 
 # A representative request when no --inputs is given: short and longer texts, as the
 # text tasks see them (fixed-latency echoes them). Batches cycle through them.
@@ -55,8 +61,8 @@ DEFAULT_INPUTS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class ProfileOptions:
-    """How one profile is measured; ``batch_sizes`` empty: 1, 2, 4, ... up to
-    ``DEFAULT_MAX_SIZE`` or the task's own limit."""
+    """How one profile is measured; ``batch_sizes`` empty: the ladder ``next_size``
+    climbs (1, 2, 4, ... as far as a larger batch still pays)."""
 
     device: str = "cpu"
     batch_sizes: tuple[int, ...] = ()
@@ -104,15 +110,31 @@ class ProfileOptions:
         return max(1, usable_cpus - 1) if self.device == "cpu" else 0
 
     def sizes_for(self, task_limit: int | None) -> tuple[int, ...]:
-        """The sizes to measure for a handler whose batch limit is ``task_limit``."""
-        if not self.batch_sizes:
-            top = min(DEFAULT_MAX_SIZE, task_limit or DEFAULT_MAX_SIZE)
-            sizes = [1 << i for i in range(top.bit_length()) if 1 << i <= top]
-            return tuple(sorted({*sizes, top}))
-        if task_limit is not None and self.batch_sizes[-1] > task_limit:
+        """The sizes given (``--batch-sizes``), checked against the task's batch limit;
+        empty when the ladder (``next_size``) chooses them."""
+        if task_limit is not None and self.batch_sizes and self.batch_sizes[-1] > task_limit:
             raise ProfileError(f"batch size {self.batch_sizes[-1]} is above this task's limit "
                                f"of {task_limit} items per batch")
         return self.batch_sizes
+
+
+def next_size(measured: list[tuple[int, float]], task_limit: int | None) -> tuple[int | None, str]:
+    """The ladder's next batch size after ``measured`` ((size, p50 ms) so far, ascending),
+    or None and why the ladder stops there."""
+    if not measured:
+        return 1, ""
+    size, p50_ms = measured[-1]
+    top = min(task_limit or ADAPTIVE_CAP, ADAPTIVE_CAP)
+    if size >= top:
+        return None, (f"the task's limit of {top} items per batch" if top == task_limit
+                      else f"the profile's cap of {ADAPTIVE_CAP}")
+    if size >= DEFAULT_MAX_SIZE and len(measured) >= 2:
+        before, before_ms = measured[-2]
+        gain = 1.0 - (p50_ms / size) / (before_ms / before)
+        if gain < MIN_GAIN:
+            return None, (f"batch {size} took {p50_ms / size:.3g} ms an item, {gain:+.0%} "
+                          f"against batch {before}: a larger batch no longer pays")
+    return min(size * 2, top), ""
 
 
 def parse_batch_sizes(text: str) -> tuple[int, ...]:

@@ -172,11 +172,11 @@ def search_knobs(profile: Profile, request: PlanRequest) -> _Choice:
     """The (max_batch_size, max_batch_wait_ms) with the highest one-replica capacity."""
     slack = request.slo_p99_ms - profile.floor_ms
     waits = [w for w in WAIT_GRID_MS if w <= slack / 2.0] or [0.0]
-    cpu_limit = profile.cpu_limit_rps(request.cpus)
     best: _Choice | None = None
     for size in profile.sizes:
         if profile.batch_ms(size, 0.99) + profile.edge_ms > request.slo_p99_ms:
             break  # this batch alone misses the SLO; larger ones too
+        cpu_limit = profile.cpu_limit_rps(request.cpus, size)  # at capacity batches are full
         hi = min(cpu_limit, _STEADY * size / (_mean_ms(profile, size) / 1000.0))
         floor = best.capacity_rps * (1 + TIE) if best else 0.0
         if hi <= floor:
@@ -250,7 +250,7 @@ def _search_config(size: int, wait_ms: float, hi_rps: float, slo_ms: float) -> B
 
 
 def _meets(profile: Profile, config: BatchConfig, request: PlanRequest, rate: float) -> bool:
-    slowdown = profile.cpu_slowdown(rate)
+    slowdown = profile.cpu_slowdown(rate, config.max_batch_size)
     if math.isinf(slowdown):
         return False  # the edge alone takes the cores
     arrivals = poisson_arrivals(rate, request.trial_requests, random.Random(request.seed))
@@ -277,7 +277,7 @@ def _predict(profile: Profile, config: BatchConfig, request: PlanRequest, rate: 
              replicas: int, stream: int) -> SimResult:
     arrivals = poisson_arrivals(rate, request.predict_requests,
                                 random.Random(request.seed + stream))
-    slowdown = profile.cpu_slowdown(rate / replicas)
+    slowdown = profile.cpu_slowdown(rate / replicas, config.max_batch_size)
     if math.isinf(slowdown):  # never for a planned rate: the search refused it already
         raise ProfileError(f"{rate / replicas:.0f} req/s a replica leaves the model no CPU")
     return simulate(profile, config, arrivals, replicas=replicas, balancer=request.balancer,

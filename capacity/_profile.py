@@ -84,6 +84,10 @@ class Profile:
     device_name: str = ""
     measured_at: str = ""
     host: Mapping[str, Any] = field(default_factory=dict)
+    # The edge's CPU per request under load (None: not measured), with batches of
+    # ``edge_loaded_batch`` items on average; ``edge_cpu_ms`` is the idle edge's.
+    edge_cpu_loaded_ms: float | None = None
+    edge_loaded_batch: float | None = None
 
     def __post_init__(self) -> None:
         if self.device not in DEVICE_KINDS:
@@ -99,8 +103,11 @@ class Profile:
                 raise ProfileError(f"batch size {batch.size}: samples must be finite and > 0")
             if list(batch.samples_ms) != sorted(batch.samples_ms):
                 raise ProfileError(f"batch size {batch.size}: samples must be sorted")
-        for name in ("edge_ms", "edge_cpu_ms", "load_s"):
+        optional = ("edge_cpu_loaded_ms", "edge_loaded_batch")  # None: not measured
+        for name in ("edge_ms", "edge_cpu_ms", "load_s", *optional):
             value = getattr(self, name)
+            if value is None and name in optional:
+                continue
             if not (isinstance(value, int | float) and math.isfinite(value) and value >= 0):
                 raise ProfileError(f"{name} must be a finite number >= 0, got {value!r}")
 
@@ -135,27 +142,43 @@ class Profile:
         t_lo, t_hi = quantile(lo.samples_ms, q), quantile(hi.samples_ms, q)
         return t_lo + (t_hi - t_lo) * (size - lo.size) / (hi.size - lo.size)
 
-    def cpu_limit_rps(self, cpus: float) -> float:
-        """The most requests a second ``cpus`` cores can carry through the HTTP edge
-        (``inf`` when the edge's CPU was not measured)."""
-        return cpus * 1000.0 / self.edge_cpu_ms if self.edge_cpu_ms > 0 else math.inf
+    def edge_cpu_at(self, batch: float) -> float:
+        """The edge's CPU per request when batches hold ``batch`` items. Measured idle
+        (each request its own batch) and under load: between them as ``a + k / b``, a
+        part every request pays and a part each batch pays once and shares among its
+        items (its hand-offs, the event loop's wake-ups). Without a loaded measurement,
+        the idle one; a loaded edge that costs more than the idle one is taken as it is."""
+        idle, loaded, at = self.edge_cpu_ms, self.edge_cpu_loaded_ms, self.edge_loaded_batch
+        if loaded is None or at is None or at <= 1.0 or batch <= 1.0:
+            return idle
+        if loaded >= idle:
+            return loaded
+        shared = (idle - loaded) / (1.0 - 1.0 / at)
+        return (idle - shared) + shared / batch
 
-    def cpu_slowdown(self, rate_rps: float) -> float:
-        """How much longer a batch takes on a CPU device when one replica serves
-        ``rate_rps``. The HTTP edge needs ``rate x edge_cpu_ms`` of CPU a second; what of
-        it does not fit on the cores torch's threads leave idle (``cpus_usable`` less
-        ``torch_threads``) runs on theirs, and an OpenMP team waits at each barrier for
-        its slowest thread, so while the edge holds any one of those cores the whole
-        batch stands: a batch of ``t`` stretches to ``t / (1 - s)``, ``s`` the cores'
-        worth the edge takes. That counts in proportion to how busy the model keeps its
-        cores (its CPU per batch of one in the server over t(1)): a model that sleeps,
+    def cpu_limit_rps(self, cpus: float, batch: float = 1.0) -> float:
+        """The most requests a second ``cpus`` cores can carry through the HTTP edge with
+        batches of ``batch`` (``inf`` when the edge's CPU was not measured)."""
+        cpu_ms = self.edge_cpu_at(batch)
+        return cpus * 1000.0 / cpu_ms if cpu_ms > 0 else math.inf
+
+    def cpu_slowdown(self, rate_rps: float, batch: float = 1.0) -> float:
+        """How much longer a batch takes on a CPU device when one replica serves ``rate_rps``
+        with batches of ``batch``. The HTTP edge needs ``rate x edge_cpu_at(batch)`` of CPU
+        a second; what of it does not fit on the cores torch's threads leave idle
+        (``cpus_usable`` less ``torch_threads``) runs on theirs, and an OpenMP team waits at
+        each barrier for its slowest thread, so while the edge holds any one of those cores
+        the whole batch stands: a batch of ``t`` stretches to ``t / (1 - s)``, ``s`` the
+        cores' worth the edge takes. That counts in proportion to how busy the model keeps
+        its cores (its CPU per batch of one in the server over t(1)): a model that sleeps,
         or waits on a GPU, is not slowed. ``inf`` from ``s >= 0.95``: the replica is
         CPU-bound. 1 on a GPU."""
-        if self.device != "cpu" or self.edge_cpu_ms <= 0 or rate_rps <= 0:
+        edge_cpu_ms = self.edge_cpu_at(batch)
+        if self.device != "cpu" or edge_cpu_ms <= 0 or rate_rps <= 0:
             return 1.0
         threads = float(self.host.get("torch_threads") or 1)
         cores = float(self.host.get("cpus_usable") or self.host.get("cpu_count") or threads)
-        stolen = max(0.0, rate_rps * self.edge_cpu_ms / 1000.0 - max(0.0, cores - threads))
+        stolen = max(0.0, rate_rps * edge_cpu_ms / 1000.0 - max(0.0, cores - threads))
         if stolen >= 0.95:
             return math.inf
         model_ms, t1_ms = self.host.get("server_model_cpu_ms"), self.host.get("t1_median_ms")
@@ -173,6 +196,8 @@ class Profile:
                 "device": self.device, "device_name": self.device_name,
                 "measured_at": self.measured_at, "host": dict(self.host),
                 "edge_ms": round(self.edge_ms, 4), "edge_cpu_ms": round(self.edge_cpu_ms, 4),
+                "edge_cpu_loaded_ms": _rounded(self.edge_cpu_loaded_ms, 4),
+                "edge_loaded_batch": _rounded(self.edge_loaded_batch, 2),
                 "load_s": round(self.load_s, 3), "floor_ms": round(self.floor_ms, 3),
                 "batches": [b.to_json() for b in self.batches]}
 
@@ -192,7 +217,9 @@ class Profile:
                        edge_ms=float(data["edge_ms"]), edge_cpu_ms=float(data["edge_cpu_ms"]),
                        load_s=float(data["load_s"]), device_name=str(data.get("device_name", "")),
                        measured_at=str(data.get("measured_at", "")),
-                       host=dict(data.get("host") or {}))
+                       host=dict(data.get("host") or {}),
+                       edge_cpu_loaded_ms=_optional(data.get("edge_cpu_loaded_ms")),
+                       edge_loaded_batch=_optional(data.get("edge_loaded_batch")))
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ProfileError):
                 raise
@@ -204,3 +231,12 @@ class Profile:
             raise ProfileError(f"this profile is of {self.model} version {self.version}, not "
                                f"{model} version {version}: run `modelctl profile "
                                f"{model}@{version}`")
+
+
+def _rounded(value: float | None, digits: int) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def _optional(value: Any) -> float | None:
+    """An optional number of a stored profile (absent in profiles from before it)."""
+    return None if value is None else float(value)

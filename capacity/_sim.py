@@ -354,7 +354,7 @@ class _Simulation:
         on_time = sum(1 for t in latencies if t <= timeout_s)
         span = (self.end_s - arrivals[0]) if n else 0.0
         busy = sum(r.busy_s for r in self.replicas)
-        cpu_limit = self.profile.cpu_limit_rps(cpus)
+        cpu_limit = self.profile.cpu_limit_rps(cpus, self.config.max_batch_size)
         ms = [t * 1000.0 for t in latencies]
         return SimResult(
             requests=n, answered=len(latencies), on_time=on_time,

@@ -30,9 +30,9 @@ def build_app() -> typer.Typer:
 
     root.add_typer(_deploy.app, name="deploy")
 
-    from cli import _rollout
+    from cli import rollout
 
-    root.add_typer(_rollout.app, name="rollout")
+    root.add_typer(rollout.app, name="rollout")
 
     from cli import _shadow
 
@@ -46,10 +46,10 @@ def build_app() -> typer.Typer:
 
     root.command("plan")(plan)
 
-    from cli._serve import serve
+    from cli._serve import PassThroughCommand, serve
 
     root.command(
-        "serve",
+        "serve", cls=PassThroughCommand,
         context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
     )(serve)
 

@@ -20,10 +20,11 @@ RefArg = Annotated[str, typer.Argument(metavar="NAME@REF",
 
 def plan(
     ref: RefArg,
-    slo_p99: Annotated[str, typer.Option("--slo-p99", metavar="DURATION",
-                                         help="p99 latency objective, e.g. 200ms.")],
     peak_rps: Annotated[str, typer.Option("--peak-rps", metavar="RATE",
                                           help="Peak requests per second, e.g. 5000 or 5k.")],
+    slo_p99: Annotated[str | None, typer.Option(
+        "--slo-p99", metavar="DURATION", help="p99 latency objective, e.g. 200ms (every task "
+        "but llm).", show_default=False)] = None,
     mean_rps: Annotated[str | None, typer.Option(
         "--mean-rps", metavar="RATE", help="Mean requests per second (default: half the peak).",
         show_default=False)] = None,
@@ -37,10 +38,31 @@ def plan(
                       ] = "cpu",
     cpus: Annotated[float, typer.Option("--cpus", help="CPUs per replica (the edge's limit).")
                     ] = 1.0,
+    slo_ttft_p99: Annotated[str | None, typer.Option(
+        "--slo-ttft-p99", metavar="DURATION", help="LLM: time to first token objective, e.g. "
+        "2s.", show_default=False)] = None,
+    slo_tpot_p99: Annotated[str | None, typer.Option(
+        "--slo-tpot-p99", metavar="DURATION", help="LLM: time per output token objective, "
+        "e.g. 250ms.", show_default=False)] = None,
+    prompt_tokens: Annotated[int | None, typer.Option(
+        "--prompt-tokens", help="LLM: prompt tokens of a typical request.",
+        show_default=False)] = None,
+    output_tokens: Annotated[int | None, typer.Option(
+        "--output-tokens", help="LLM: output tokens of a typical request.",
+        show_default=False)] = None,
+    utilisation: Annotated[float, typer.Option(
+        "--utilisation", help="LLM: the share of one instance's capacity planned for (rho).")
+    ] = 0.8,
     registry: RegistryOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Plan serving for a p99 SLO from the version's measured batch latency.
+
+    For a version of task llm the SLO is TTFT and TPOT (--slo-ttft-p99,
+    --slo-tpot-p99) for requests of --prompt-tokens and --output-tokens: the plan
+    checks the SLO against the measured floors, takes one instance's capacity as the
+    smaller of the measured knee and the KV memory gate, and sizes the fleet as
+    ceil(peak / (utilisation x capacity)) plus the spare.
 
     Reads the profile `modelctl profile` stored next to the version, simulates the
     predictor's own batching policy under Poisson arrivals to find one replica's capacity
@@ -54,6 +76,9 @@ def plan(
             --burst 2x:30s --device cuda --json > plan.json
 
         modelctl plan demo-embed@stable --slo-p99 300ms --peak-rps 800 --mode queue
+
+        modelctl plan demo-chat@stable --slo-ttft-p99 2s --slo-tpot-p99 250ms \\
+            --peak-rps 10 --prompt-tokens 40 --output-tokens 64
     """
     from capacity import (
         MODES,
@@ -68,6 +93,20 @@ def plan(
     from capacity import plan as make_plan
     from registry import Registry, parse_ref
 
+    model, version_ref = parse_ref(ref)
+    reg = Registry.open(registry)
+    version = reg.resolve(model, version_ref)
+    if reg.manifest(model, version).task == "llm":
+        from cli._llm_capacity import plan_llm_cli
+
+        plan_llm_cli(reg, model, version, device=device, slo_ttft=slo_ttft_p99,
+                     slo_tpot=slo_tpot_p99, peak_rps=peak_rps, prompt_tokens=prompt_tokens,
+                     output_tokens=output_tokens, utilisation=utilisation, spare=spare,
+                     as_json=as_json)
+        return
+    if slo_p99 is None:
+        raise ProfileError("--slo-p99 is required (--slo-ttft-p99 and --slo-tpot-p99 are for "
+                           "task llm)")
     slo_ms = parse_ms(slo_p99, "--slo-p99")
     peak = parse_rate(peak_rps, "--peak-rps")
     mean = parse_rate(mean_rps, "--mean-rps") if mean_rps is not None else None
@@ -75,9 +114,6 @@ def plan(
     if mode not in MODES:
         raise ProfileError(f"--mode {mode!r}: use {' or '.join(MODES)}")
     name = report_name(device)
-    model, version_ref = parse_ref(ref)
-    reg = Registry.open(registry)
-    version = reg.resolve(model, version_ref)
     data = reg.get_report(model, version, name)
     if data is None:
         raise ProfileError(f"{model}@{version} has no {device} profile: run `modelctl profile "

@@ -25,8 +25,9 @@ def profile(
     = "cpu",
     batch_sizes: Annotated[str | None, typer.Option(
         "--batch-sizes", metavar="B1,B2,...",
-        help="Batch sizes to time, e.g. 1,2,4,8,16,32 (default: powers of two up to 32, or "
-        "the task's limit).", show_default=False)] = None,
+        help="Batch sizes to time, e.g. 1,2,4,8,16,32 (default: powers of two, at least up "
+        "to 32, then on while a doubling still cuts the time per item by 5%, up to the "
+        "task's own limit, device memory or 1024).", show_default=False)] = None,
     inputs: Annotated[Path | None, typer.Option(
         "--inputs", metavar="FILE", help="JSON lines, one V1 instance a line, that batches "
         "cycle through (default: short and longer texts).", show_default=False)] = None,
@@ -44,6 +45,17 @@ def profile(
         help="Torch threads per forward pass to measure with; a plan from this profile "
         "serves with the same --torch_threads. 0: every usable core but one on cpu (the "
         "HTTP edge keeps one), torch's choice on cuda.")] = 0,
+    prompt_lengths: Annotated[str | None, typer.Option(
+        "--prompt-lengths", metavar="N1,N2,...", help="LLM: prompt lengths whose prefill is "
+        "timed (default 16,64,256,1024).", show_default=False)] = None,
+    concurrency: Annotated[str | None, typer.Option(
+        "--concurrency", metavar="N1,N2,...", help="LLM: running sequences whose decode step "
+        "is timed (default 1,2,4,8,16,32).", show_default=False)] = None,
+    prefill_runs: Annotated[int, typer.Option(
+        "--prefill-runs", help="LLM: timed prefills per prompt length.")] = 5,
+    decode_tokens: Annotated[int, typer.Option(
+        "--decode-tokens", help="LLM: tokens each sequence generates while the step is "
+        "timed.")] = 32,
     no_store: Annotated[bool, typer.Option(
         "--no-store", help="Only print the profile; do not store it with the version.")]
     = False,
@@ -61,14 +73,24 @@ def profile(
     Host RSS (and peak GPU memory with --device cuda) is read after each
     size. Then the real predictor is started on the version
     (--max_batch_size 1) to time its load and its HTTP edge: the latency
-    and the server CPU a request costs besides its batch. Both run at
+    and the server CPU a request costs besides its batch; then once more
+    (--max_batch_size at the largest size timed) under load, for the CPU a
+    request costs when batches are full. Both run at
     --torch-threads (on cpu, by default, one core is left to the edge), and
     a plan made from the profile deploys that thread count.
 
     The profile is stored in the registry next to the version, as the
     report profile-cpu or profile-cuda, for `modelctl plan`; --json prints
-    it. On a cluster, manifests/templates/profile-job.yaml runs it in a GPU
-    pod (docs/CAPACITY.md).
+    it.
+
+    A version of task llm is profiled on its continuous-batching engine
+    instead: prefill time against prompt length (--prompt-lengths, alone,
+    --prefill-runs each), decode step time against running sequences
+    (--concurrency, --decode-tokens each) and KV memory per token, stored as
+    llm-profile-cpu or llm-profile-cuda.
+
+    On a cluster, manifests/templates/profile-job.yaml runs it in a GPU pod
+    (docs/CAPACITY.md).
 
     Examples:
 
@@ -81,6 +103,8 @@ def profile(
             --json --no-store
 
         modelctl profile demo-fixed@1 --batch-sizes 1,4 --runs 20 --min-seconds 0
+
+        modelctl profile demo-chat@stable --concurrency 1,2,4,8,16
     """
     from capacity import (
         DEFAULT_INPUTS,
@@ -99,7 +123,15 @@ def profile(
         runs=runs, min_seconds=min_seconds, warmup_runs=warmup, edge_requests=edge_requests,
         load_timeout_s=load_timeout_s, torch_threads=torch_threads)
     reg = Registry.open(registry)
-    reg.resolve(name, version_ref)  # an unknown model or ref fails before anything loads
+    version = reg.resolve(name, version_ref)  # an unknown model or ref fails before loading
+    if reg.manifest(name, version).task == "llm":
+        from cli._llm_capacity import profile_llm
+
+        profile_llm(reg, name, str(version), device=device, prompt_lengths=prompt_lengths,
+                    concurrency=concurrency, runs=prefill_runs, decode_tokens=decode_tokens,
+                    torch_threads=torch_threads, no_store=no_store, cache_dir=cache_dir,
+                    as_json=as_json)
+        return
 
     from capacity import measure_profile
 
@@ -131,6 +163,9 @@ def _render(console: Console, measured: Profile, where: str | None) -> None:
     console.print(f"edge: {measured.edge_ms:.2f} ms per request, {measured.edge_cpu_ms:.2f} ms "
                   f"server CPU per request ({host.get('edge_requests', '?')} sequential "
                   "requests, the batch aside)")
+    if measured.edge_cpu_loaded_ms is not None:
+        console.print(f"edge under load: {measured.edge_cpu_loaded_ms:.2f} ms server CPU per "
+                      f"request in batches of {measured.edge_loaded_batch:.1f} on average")
     console.print(f"load: {measured.load_s:.2f} s from process start to ready; "
                   f"floor p99 {measured.floor_ms:.2f} ms")
     console.print(f"host: {host.get('cpus_usable') or host.get('cpu_count')} usable CPUs, "

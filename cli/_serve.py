@@ -7,11 +7,28 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperCommand
 
 from cli._common import RegistryOption
+
+
+class PassThroughCommand(TyperCommand):
+    """A command whose arguments after the first ``--`` are the predictor's, every one.
+
+    Click fills positional parameters from both sides of ``--``, so ``serve --model A
+    -- --min_residency_s 0`` would hand ``--min_residency_s`` to REF; here only what
+    comes before ``--`` is parsed, and the rest is appended to ``ctx.args`` unread."""
+
+    # ctx is the Context of the click typer vendors (private typer._click), hence Any.
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        if "--" not in args:
+            return super().parse_args(ctx, args)
+        cut = args.index("--")
+        ctx.args = [*super().parse_args(ctx, args[:cut]), *args[cut + 1:]]
+        return ctx.args
 
 
 def serve(
@@ -52,14 +69,14 @@ def serve(
         modelctl serve demo-embed@stable
 
         modelctl serve --model demo-embed@stable --model demo-classify@1 \\
-            --memory-budget-mb 2048
+            --memory-budget-mb 2048 -- --min_residency_s 0
 
-        modelctl serve demo-fixed@3 --port 9000 -- --max_batch_size 100 --max_batch_wait_ms 50
+        modelctl serve demo-fixed@stable --port 9000 -- --max_batch_size 100 --max_batch_wait_ms 50
 
-        modelctl serve demo-fixed@3 --port 9000 -- --queue_url redis://127.0.0.1:6379/0 \\
+        modelctl serve demo-fixed@stable --port 9000 -- --queue_url redis://127.0.0.1:6379/0 \\
             --queue_role frontend
 
-        modelctl serve demo-fixed@3 --port 9001 -- --queue_url redis://127.0.0.1:6379/0 \\
+        modelctl serve demo-fixed@stable --port 9001 -- --queue_url redis://127.0.0.1:6379/0 \\
             --queue_role worker
     """
     from registry import Registry, parse_ref, verify_dir

@@ -132,6 +132,8 @@ class Checker:
                 raise DeployError(f"{path} does not exist")
             if path.is_file():
                 yield str(path), path.read_text()
+            elif _kustomize.is_component(path):
+                continue
             elif _kustomize.is_kustomization(path):
                 try:
                     yield str(path), _kustomize.build(path, self.kubectl)

@@ -123,7 +123,7 @@ def _apply_in_process(doc: dict[str, Any], plan: PlanValues) -> list[str]:
     spec = doc.setdefault("spec", {})
     predictor = spec.setdefault("predictor", {})
     _set_args(predictor.setdefault("model", {}), plan.flags(IN_PROCESS_FLAGS))
-    # spec.canary[] (standard-canary): an entry's args replace the stable's whole
+    # spec.canary[]: an entry's args replace the stable's whole
     # (buildCanaryPredictor, mergo WithOverride), so an entry with its own carries the
     # flags too; its replicas stay the rollout's (the webhook refuses scaling there).
     for entry in spec.get("canary") or []:

@@ -10,7 +10,12 @@
 - ``names_are_dns``: ``metadata.name`` is a DNS-1123 name (InferenceServices: at most 63
   characters, a DNS label; the webhook, ``webhook``, checks the rest of their format);
 - ``keda_query_selects_itself``: a KEDA Prometheus query of an InferenceService selects
-  that InferenceService (``isvc=``/``namespace=``), not a copy-pasted neighbour.
+  that InferenceService (``isvc=``/``namespace=``), not a copy-pasted neighbour;
+- ``knative_pod_fields``: in Knative mode (KServe's default) none of the pod fields
+  Knative's webhook refuses unless the cluster's config-features enables them
+  (``nodeSelector``, ``tolerations``, ``affinity``, a pod-level ``securityContext`` ...:
+  ``KNATIVE_GATED_POD_FIELDS``). KServe accepts such an InferenceService, then its
+  Knative Service is refused and it never becomes Ready.
 
 The Role rule needs the rollout's source and lives in ``_rbac``.
 """
@@ -284,6 +289,60 @@ def keda_query_selects_itself(doc: Mapping[str, Any]) -> list[Finding]:
     return out
 
 
+# PodSpec fields Knative's webhook drops (so refuses) unless the cluster's config-features
+# enables the flag: knative.dev/serving v0.48.1 pkg/apis/serving/fieldmask.go (PodSpecMask)
+# and pkg/apis/config/features.go (defaultFeaturesConfig: each Disabled as shipped).
+KNATIVE_GATED_POD_FIELDS = {
+    "affinity": "kubernetes.podspec-affinity",
+    "topologySpreadConstraints": "kubernetes.podspec-topologyspreadconstraints",
+    "hostAliases": "kubernetes.podspec-hostaliases",
+    "nodeSelector": "kubernetes.podspec-nodeselector",
+    "runtimeClassName": "kubernetes.podspec-runtimeclassname",
+    "tolerations": "kubernetes.podspec-tolerations",
+    "securityContext": "kubernetes.podspec-securitycontext",
+    "shareProcessNamespace": "kubernetes.podspec-shareprocessnamespace",
+    "priorityClassName": "kubernetes.podspec-priorityclassname",
+    "schedulerName": "kubernetes.podspec-schedulername",
+    "initContainers": "kubernetes.podspec-init-containers",
+    "dnsPolicy": "kubernetes.podspec-dnspolicy",
+    "dnsConfig": "kubernetes.podspec-dnsconfig",
+    "hostIPC": "kubernetes.podspec-hostipc",
+    "hostPID": "kubernetes.podspec-hostpid",
+    "hostNetwork": "kubernetes.podspec-hostnetwork",
+}
+_HINTS = {
+    "securityContext": "set runAsNonRoot, runAsUser and the like on the container "
+                       "(model.securityContext) instead",
+    "nodeSelector": "a GPU request alone places a pod on a node that has one",
+    "tolerations": "the ExtendedResourceToleration admission plugin adds the toleration "
+                   "of a GPU node's taint to a pod that requests a GPU",
+}
+
+
+def knative_pod_fields(doc: Mapping[str, Any]) -> list[Finding]:
+    if doc.get("kind") != "InferenceService" or deployment_mode(doc) not in (None, "Knative"):
+        return []
+    shown = ("Knative mode" if deployment_mode(doc)
+             else "no deployment mode (KServe's default: Knative)")
+    out = []
+    for path, component in _component_specs(doc):
+        for field, flag in KNATIVE_GATED_POD_FIELDS.items():
+            value = component.get(field)
+            if value is None or value == {} or value == []:
+                continue
+            if field == "securityContext" and isinstance(value, dict) and set(value) <= {
+                    "seccompProfile"}:
+                continue  # allowed under secure-pod-defaults too (PodSecurityContextMask)
+            hint = f"; {_HINTS[field]}" if field in _HINTS else ""
+            out.append(Finding(
+                (*path, field),
+                f"{shown}: Knative refuses {field} on the pod unless config-features "
+                f"enables {flag} (knative.dev/serving pkg/apis/serving/fieldmask.go, "
+                "PodSpecMask): KServe's Knative Service would be refused and the "
+                f"InferenceService never Ready{hint}"))
+    return out
+
+
 RULES: tuple[Rule, ...] = (
     names_are_dns,
     gpu_request_equals_limit,
@@ -291,5 +350,6 @@ RULES: tuple[Rule, ...] = (
     no_latest_images,
     containers_have_resources,
     keda_query_selects_itself,
+    knative_pod_fields,
 )
 

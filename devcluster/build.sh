@@ -4,7 +4,8 @@
 # folder's go.mod, go.sum, modules.txt and this script, so a second run builds nothing
 # (the Go build cache does the rest when a pin moves).
 #
-#   devcluster/build.sh            build what is missing; print the cache folder last
+#   devcluster/build.sh            build what is missing (progress on stderr); print the
+#                                  cache folder last, on stdout
 #   devcluster/build.sh --print    print the cache folder only (nothing is built)
 #   devcluster/build.sh --crds     only the CRDs (no Go build: module downloads only)
 #
@@ -46,6 +47,11 @@ module_dir() {  # the read-only folder of a downloaded module, fetched if missin
   go mod download -json "$1@$2" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("Dir") or sys.exit(d.get("Error", "no Dir")))'
 }
 
+required_dir() {  # the folder of a module at the version go.mod requires, fetched if missing
+  # (go list -m's .Dir is empty until the module is downloaded: a fresh machine's case)
+  module_dir "$1" "$(go list -m -f '{{.Version}}' "$1")"
+}
+
 pin() {  # the version modules.txt names for a module
   awk -v m="$1" '$1 == m { print $2; exit }' modules.txt
 }
@@ -56,16 +62,16 @@ build() {  # build NAME PACKAGE [DIR]: one binary, timed, skipped when present
     return 0
   fi
   started=$(date +%s)
-  echo "devcluster: building $name ($pkg)"
+  echo "devcluster: building $name ($pkg)" >&2
   (cd "$dir" && go build -trimpath -ldflags "-s -w $version_flags" -o "$out/bin/$name.tmp" "$pkg")
   mv "$out/bin/$name.tmp" "$out/bin/$name"
-  echo "devcluster: built $name in $(( $(date +%s) - started )) s"
+  echo "devcluster: built $name in $(( $(date +%s) - started )) s" >&2
 }
 
 crds() {  # copy the upstream CRDs this project validates and applies
   local dir
-  [ -f "$out/crds/.done" ] && return 0
-  echo "devcluster: gathering CRDs"
+  [ -f "$out/crds/.done-2" ] && return 0
+  echo "devcluster: gathering CRDs" >&2
   rm -rf "$out/crds" && mkdir -p "$out/crds"/{kserve,keda,gateway-api,prometheus-operator,istio,knative}
   dir=$(module_dir github.com/kserve/kserve "$(pin github.com/kserve/kserve)")
   cp "$dir"/config/crd/full/serving.kserve.io_*.yaml "$dir"/config/crd/full/clusterstoragecontainer/*_clusterstoragecontainers.yaml \
@@ -81,13 +87,15 @@ crds() {  # copy the upstream CRDs this project validates and applies
     "$out/crds/prometheus-operator/"
   dir=$(module_dir istio.io/api "$(pin istio.io/api)")
   cp "$dir"/kubernetes/customresourcedefinitions.gen.yaml "$out/crds/istio/"
-  # Knative Serving's and its networking layer's CRDs (the YAML files that hold one).
-  for dir in "$(go list -m -f '{{.Dir}}' knative.dev/serving)/config/core/300-resources" \
-             "$(go list -m -f '{{.Dir}}' knative.dev/networking)/config"; do
+  # Knative Serving's, its networking layer's and its image cache's CRDs (the YAML files
+  # that hold one; the revision controller watches caching.internal.knative.dev Images).
+  for dir in "$(required_dir knative.dev/serving)/config/core/300-resources" \
+             "$(required_dir knative.dev/networking)/config" \
+             "$(required_dir knative.dev/caching)/config"; do
     grep -l '^kind: CustomResourceDefinition' "$dir"/*.yaml | xargs -I{} cp {} "$out/crds/knative/"
   done
   chmod -R u+w "$out/crds"
-  touch "$out/crds/.done"
+  touch "$out/crds/.done-2"
 }
 
 kserve_config() {  # what the tests install of KServe besides its CRDs, as it ships them
@@ -101,8 +109,36 @@ kserve_config() {  # what the tests install of KServe besides its CRDs, as it sh
   touch "$out/kserve-config/.done"
 }
 
+knative_config() {  # Knative Serving's ConfigMaps and webhook configurations, as shipped
+  local serving
+  [ -f "$out/knative-config/.done" ] && return 0
+  serving=$(required_dir knative.dev/serving)
+  rm -rf "$out/knative-config" && mkdir -p "$out/knative-config"/{configmaps,webhooks}
+  cp "$serving"/config/core/configmaps/*.yaml \
+    "$(required_dir knative.dev/networking)/config/config-network.yaml" \
+    "$out/knative-config/configmaps/"
+  cp "$serving"/config/core/webhooks/*.yaml "$out/knative-config/webhooks/"
+  chmod -R u+w "$out/knative-config"
+  touch "$out/knative-config/.done"
+}
+
+kwok_stages() {  # KWOK's Stage CRD and its default Stages, applied by the tests as CRs
+  local dir
+  [ -f "$out/kwok/.done" ] && return 0
+  dir=$(module_dir sigs.k8s.io/kwok "$(pin sigs.k8s.io/kwok)")
+  rm -rf "$out/kwok" && mkdir -p "$out/kwok/stages"
+  cp "$dir"/kustomize/crd/bases/kwok.x-k8s.io_stages.yaml "$out/kwok/"
+  cp "$dir"/kustomize/stage/node/fast/node-initialize.yaml \
+    "$dir"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    "$dir"/kustomize/stage/pod/fast/pod-{ready,complete,delete}.yaml "$out/kwok/stages/"
+  chmod -R u+w "$out/kwok"
+  touch "$out/kwok/.done"
+}
+
 crds
 kserve_config
+knative_config
+kwok_stages
 if [ "${1:-}" = "--crds" ]; then
   echo "$out"
   exit 0
@@ -125,5 +161,16 @@ build knative-controller knative.dev/serving/cmd/controller
 build knative-webhook knative.dev/serving/cmd/webhook
 build knative-autoscaler knative.dev/serving/cmd/autoscaler
 build knative-activator knative.dev/serving/cmd/activator
-echo "devcluster: all binaries in $out/bin ($(( $(date +%s) - total )) s this run)"
+echo "devcluster: all binaries in $out/bin ($(( $(date +%s) - total )) s this run)" >&2
+# Folders of older pins (about 1 GB each) go once unused for a week; this one is marked.
+# A folder's last use is its .used file (each run of this script touches its own).
+touch "$out/.used"
+for old in "$root"/*/; do
+  old="${old%/}"
+  [ "$old" = "$out" ] && continue
+  used="$old/.used"; [ -e "$used" ] || used="$old"
+  if [ -n "$(find "$used" -maxdepth 0 -mtime +7)" ]; then
+    rm -rf "$old" && echo "devcluster: removed $old (another pin's build, unused for a week)" >&2
+  fi
+done
 echo "$out"

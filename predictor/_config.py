@@ -69,6 +69,8 @@ class ServerConfig:
     max_concurrent_loads: int = 1
     repository_token_file: str = ""
     model_catalog: str = ""
+    max_new_tokens_limit: int = 1024
+    default_max_tokens: int = 256
 
     def __post_init__(self) -> None:
         problems = []
@@ -81,7 +83,7 @@ class ServerConfig:
         if self.dtype not in DTYPES:
             problems.append(f"--dtype must be one of {', '.join(DTYPES)}, got {self.dtype!r}")
         for name in ("max_batch_size", "max_queue_size", "max_instances", "max_input_chars",
-                     "max_body_bytes"):
+                     "max_body_bytes", "max_new_tokens_limit", "default_max_tokens"):
             if getattr(self, name) < 1:
                 problems.append(f"--{name} must be >= 1, got {getattr(self, name)}")
         for name in ("max_batch_wait_ms", "max_batch_tokens", "inject_latency_ms"):
@@ -189,7 +191,11 @@ _HELP: dict[str, str] = {
     "refused.",
     "model_catalog": "With --multi_model: the models are the registry versions this JSON file "
     "lists (modelctl serve --model writes it), each fetched and verified when first loaded, "
-    "instead of the subdirectories of --model_dir."
+    "instead of the subdirectories of --model_dir.",
+    "max_new_tokens_limit": "LLM (task llm): the most tokens one request may generate; a larger "
+    "max_tokens is capped to it.",
+    "default_max_tokens": "LLM (task llm): tokens generated when a request names no max_tokens "
+    "(POST /sample always).",
 }
 
 

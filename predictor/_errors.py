@@ -132,7 +132,8 @@ class RepositoryRefused(PredictorError):
 
 
 class ModelUnknown(PredictorError):
-    """Multi-model: no model of that name in the model directory: 404."""
+    """No model of that name (multi-model: in the model directory), or not that version
+    of it (``_versions``): 404."""
 
 
 class ModelUnavailable(PredictorError):

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import math
 import re
 import time
 import uuid
@@ -104,6 +105,21 @@ def model_of_path(path: str) -> str:
     return rest.split("/", 1)[0].removesuffix(":predict")
 
 
+def request_timeout_ms(headers: dict[str, str], timeout_ms: float) -> float:
+    """The request's timeout: x-request-timeout-ms, bounded by the server's timeout."""
+    raw = headers.get("x-request-timeout-ms")
+    limit_ms = timeout_ms
+    if raw is not None:
+        try:
+            asked = float(raw)
+        except ValueError:
+            raise BadInput(f"x-request-timeout-ms must be a number, got {raw!r}") from None
+        if not math.isfinite(asked) or asked <= 0:
+            raise BadInput("x-request-timeout-ms must be a positive number")
+        limit_ms = min(asked, timeout_ms)
+    return limit_ms
+
+
 class _Bound:
     """One model's request series, children bound to its labels once."""
 
@@ -127,10 +143,13 @@ class PredictorMiddleware:
 
     def __init__(self, app: ASGIApp, *, max_body_bytes: int, body_timeout_s: float,
                  metrics: PredictorMetrics, request_log: RequestLog,
-                 metrics_for: Callable[[str], PredictorMetrics | None] | None = None) -> None:
+                 metrics_for: Callable[[str], PredictorMetrics | None] | None = None,
+                 predict_paths: re.Pattern[str] = PREDICT_PATH) -> None:
         """``metrics_for``: a multi-model predictor's series of the model a path names
-        (None, or no such model: ``metrics``)."""
+        (None, or no such model: ``metrics``). ``predict_paths``: the routes counted and
+        timed as predictions (an LLM's generation routes with task llm)."""
         self.app = app
+        self.predict_paths = predict_paths
         self.request_log = request_log
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
@@ -169,7 +188,7 @@ class PredictorMiddleware:
                 message = {**message, "headers": [*headers, id_header]}
             await send(message)
 
-        is_predict = bool(PREDICT_PATH.match(scope.get("path", "")))
+        is_predict = bool(self.predict_paths.match(scope.get("path", "")))
         started = time.monotonic()
         series = self._series(scope["path"]) if is_predict else None
         if series is not None:
@@ -181,7 +200,7 @@ class PredictorMiddleware:
                     if is_predict:
                         check_body(scope, body)
                 except BadInput as exc:
-                    status[0] = await _refuse(send, exc, id_header)
+                    status[0] = await send_error(send, exc, (id_header,))
                     return
                 # Read once, here: inner layers take the bytes, KServe a replay of them.
                 scope = {**scope, _BODY: body}
@@ -232,11 +251,12 @@ class PredictorMiddleware:
                 f"request body not received within {self.body_timeout_s:.0f} s") from None
 
 
-async def _refuse(send: Send, exc: PredictorError, id_header: tuple[bytes, bytes]) -> int:
-    """Answer ``exc`` as the error table says, before the app sees the request."""
-    status, headers = status_for(exc)
-    extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    await _send_json(send, status, {"error": str(exc)}, [*extra, id_header])
+async def send_error(send: Send, exc: PredictorError,
+                     headers: tuple[tuple[bytes, bytes], ...] = ()) -> int:
+    """Answer ``exc`` as the error table says, with KServe's error JSON; its status."""
+    status, table_headers = status_for(exc)
+    extra = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in table_headers.items()]
+    await _send_json(send, status, {"error": str(exc)}, [*extra, *headers])
     return status
 
 

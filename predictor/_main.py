@@ -24,5 +24,6 @@ def main(argv: Sequence[str]) -> int:
 
         return serve_multi(config)
     from predictor._server import serve
+    from predictor.llm._serve import serve_llm
 
-    return serve(config)
+    return serve(config, by_task={"llm": serve_llm})  # docs/LLM.md

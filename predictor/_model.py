@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import math
 import random
 import time
 import uuid
@@ -22,13 +21,13 @@ from kserve import InferOutput, InferRequest, InferResponse
 
 from predictor._config import ServerConfig
 from predictor._errors import (
-    BadInput,
     InjectedFailure,
     Overloaded,
     PredictorError,
     grpc_error_for,
     status_for,
 )
+from predictor._http import request_timeout_ms
 from predictor._metrics import PredictorMetrics
 from predictor._protocol import DecodedRequest, decode_v1, decode_v2
 from predictor.batching._batcher import Batcher, BatchStats
@@ -39,21 +38,6 @@ from predictor.handlers._base import Handler, RequestOptions, TensorSpec
 logger = logging.getLogger("predictor")
 
 _NO_OPTIONS = RequestOptions()
-
-
-def request_timeout_ms(headers: dict[str, str], timeout_ms: float) -> float:
-    """The request's timeout: x-request-timeout-ms, bounded by the server's timeout."""
-    raw = headers.get("x-request-timeout-ms")
-    limit_ms = timeout_ms
-    if raw is not None:
-        try:
-            asked = float(raw)
-        except ValueError:
-            raise BadInput(f"x-request-timeout-ms must be a number, got {raw!r}") from None
-        if not math.isfinite(asked) or asked <= 0:
-            raise BadInput("x-request-timeout-ms must be a positive number")
-        limit_ms = min(asked, timeout_ms)
-    return limit_ms
 
 
 class BatchingModel(kserve.Model):

@@ -17,6 +17,7 @@ from functools import cache
 from typing import Any
 
 from predictor._errors import PredictorError, RepositoryRefused, grpc_error_for
+from predictor._versions import check_version, served_version
 
 
 @cache
@@ -35,10 +36,34 @@ def repository_classes() -> tuple[type[Any], type[Any]]:
             raise RepositoryRefused("unload")
 
     class GuardedServicer(InferenceServicer):
-        """KServe's gRPC servicer; a domain error from the repository becomes its gRPC status.
+        """KServe's gRPC servicer; a domain error from the repository becomes its gRPC status,
+        and a request naming a version is checked against the one served (``_versions``).
 
         KServe's interceptor would answer INTERNAL to any exception it does not know.
         """
+
+        async def ModelReady(self, request: Any, context: Any) -> Any:
+            self._check_version(request.name, request.version)
+            return await super().ModelReady(request, context)
+
+        async def ModelMetadata(self, request: Any, context: Any) -> Any:
+            self._check_version(request.name, request.version)
+            response = await super().ModelMetadata(request, context)
+            served = served_version(self._data_plane.model_registry, request.name)
+            if served:
+                response.versions.append(served)
+            return response
+
+        async def ModelInfer(self, request: Any, context: Any) -> Any:
+            self._check_version(request.model_name, request.model_version)
+            return await super().ModelInfer(request, context)
+
+        def _check_version(self, name: str, version: str) -> None:
+            """The version a request names is the one served, or NOT_FOUND (_versions)."""
+            try:
+                check_version(self._data_plane.model_registry, name, version)
+            except PredictorError as exc:
+                raise grpc_error_for(exc) from exc
 
         async def RepositoryModelLoad(self, request: Any, context: Any) -> Any:
             try:

@@ -18,9 +18,10 @@ import gc
 import logging
 import signal
 import sys
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from predictor._artifact import open_artifact
+from predictor._artifact import Artifact, open_artifact
 from predictor._build import build_model
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError, TLSMisconfigured
@@ -34,6 +35,7 @@ from predictor._http import (
 from predictor._model import BatchingModel
 from predictor._repository import repository_classes
 from predictor._requestlog import RequestLog, RequestLogConfig
+from predictor._versions import VersionRoutes, with_versions
 from predictor.tap._tap import Tap, TapMiddleware
 
 logger = logging.getLogger("predictor")
@@ -122,6 +124,10 @@ def _server_class() -> type[Any]:
             return bool(models) and all([await m.healthy() for m in models]) and (
                 await super().ready())
 
+        async def model_metadata(self, model_name: str) -> dict[str, Any]:
+            metadata = await super().model_metadata(model_name)
+            return with_versions(metadata, self.model_registry, model_name)
+
     class PredictorServer(ModelServer):
         def __init__(self, config: ServerConfig) -> None:
             super().__init__(
@@ -191,8 +197,9 @@ def _server_class() -> type[Any]:
 
         def _wrap(self, app: Any) -> Any:
             # KServe's app, wrapped (outermost first): request IDs, body limits and
-            # metrics; mirroring and capture; the V1 fast path. All three see KServe's own
-            # answers too (404, 400 for bad JSON), so counts and captures are complete.
+            # metrics; the V2 version routes; mirroring and capture; the V1 fast path. All
+            # see KServe's own answers too (404, 400 for bad JSON), so counts and captures
+            # are complete.
             assert self._model is not None
             asgi: Any = app
             if self.config.fast_path:
@@ -204,7 +211,7 @@ def _server_class() -> type[Any]:
                 asgi = TapMiddleware(asgi, tap=self._tap)
                 self._tap.start()
             return PredictorMiddleware(
-                asgi,
+                VersionRoutes(asgi, self.registered_models),
                 max_body_bytes=self.config.max_body_bytes,
                 body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
                 metrics=self._model.metrics,
@@ -305,8 +312,11 @@ def freeze_heap() -> None:
     logger.debug("gc: %d objects frozen", gc.get_freeze_count())
 
 
-def serve(config: ServerConfig) -> int:
-    """Verify, load, warm up and serve; returns the process exit code."""
+def serve(config: ServerConfig,
+          by_task: Mapping[str, Callable[[ServerConfig, Artifact], int]] | None = None) -> int:
+    """Verify, load, warm up and serve; returns the process exit code. ``by_task``: the
+    tasks served by a process of their own (``_main`` passes predictor.llm's)."""
+    by_task = by_task or {}
     from common import PlatformError
 
     try:
@@ -316,6 +326,8 @@ def serve(config: ServerConfig) -> int:
         sys.stderr.write(f"error: {exc}\n")
         return 2
     try:
+        if artifact.task in by_task:  # a task with a server of its own (task llm)
+            return by_task[artifact.task](config, artifact)
         if config.queue_role == "worker":  # queue mode (docs/QUEUE.md): no predict endpoint
             from predictor.queue._serve import serve_worker
 

@@ -11,8 +11,10 @@ TASKS: tuple[str, ...] = (
     "text-classification",
     "text-generation",
     "fixed-latency",
+    "llm",
 )
-"""Tasks a version may declare at push (the predictor has one handler per task)."""
+"""Tasks a version may declare at push (the predictor has one handler per task; ``llm``
+is served by its continuous-batching engine, predictor/llm/)."""
 
 LATEST = "latest"
 """The reserved ref that always means the highest visible version."""

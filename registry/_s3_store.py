@@ -20,6 +20,7 @@ from urllib.parse import urlsplit
 
 from registry._checksum import CHUNK_BYTES, Observer
 from registry._errors import StoreError
+from registry._orphans import quiet_orphaned_writes
 from registry._store import Token
 
 MAX_PARTS = 9000  # S3 allows 10,000 parts per upload; keep a margin
@@ -83,6 +84,7 @@ class S3Store:
             skip_instance_cache=True,  # each Registry sees the environment it was opened with
             use_listings_cache=False,  # other processes push too: never trust a stale listing
         )
+        quiet_orphaned_writes(fs.loop)
         return cls(bucket, parts.path, fs, endpoint)
 
     @property

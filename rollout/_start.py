@@ -25,6 +25,7 @@ def start_rollout(
     plan: Plan,
     clock: Clock = time.time,
     analysis_yaml: str | None = None,
+    task: str | None = None,
     dry_run: bool = False,
 ) -> StepResult:
     """Point the target at ``model@ref`` as a canary with the plan's first weight.
@@ -33,6 +34,8 @@ def start_rollout(
     rollout or foreign canary in progress, the stable version known), writes the
     canary and the state in one conditional write, records the decision, and sets
     the registry alias ``canary``. On ``dry_run`` it writes nothing anywhere.
+    ``task`` (the canary's registry task) is kept in the state: without
+    ``analysis_yaml`` it picks the shipped default analysis of every later command.
     """
     version = registry.resolve(model, ref)
     uri = registry.storage_uri(model, version)
@@ -45,7 +48,7 @@ def start_rollout(
             raise InvalidTransition(f"{seen.target} already serves {model}@{version}")
         state = initial_state(seen, backend.name, model=model, stable=stable, canary=version,
                               canary_uri=uri, plan=plan, now=clock(),
-                              analysis_yaml=analysis_yaml)
+                              analysis_yaml=analysis_yaml, task=task)
         started = state.history[-1]
         change = Deploy(uri=uri, version=version, weight_pct=state.weight_pct)
         if dry_run:
@@ -68,7 +71,7 @@ def start_rollout(
 
 def initial_state(seen: Observation, backend: str, *, model: str, stable: int, canary: int,
                   canary_uri: str, plan: Plan, now: float,
-                  analysis_yaml: str | None) -> RolloutState:
+                  analysis_yaml: str | None, task: str | None = None) -> RolloutState:
     """A new rollout at its first step, with its ``RolloutStarted`` decision recorded."""
     namespace, isvc = seen.target.split("/", 1)
     weight = plan.weight_at(0)
@@ -77,6 +80,7 @@ def initial_state(seen: Observation, backend: str, *, model: str, stable: int, c
         stable_version=stable, stable_uri=seen.served.uri or "",
         canary_version=canary, canary_uri=canary_uri, plan=plan, backend=backend,
         weight_pct=weight, started_at=now, weight_set_at=now, analysis_yaml=analysis_yaml,
+        task=task,
     )
     steps = ",".join(str(s) for s in plan.steps_pct)
     started = Decision(

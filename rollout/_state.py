@@ -87,8 +87,10 @@ class RolloutState:
     Times are unix seconds from the engine's injected clock. ``interval_started_at``
     is when the canary was last seen Ready at the current weight (the analysis
     window starts there); ``None`` while waiting for readiness. ``analysis_yaml``
-    is the analysis file given to ``start`` (None: the shipped defaults), kept so
-    that a run anywhere analyses the same way.
+    is the analysis file given to ``start`` (None: the shipped default), kept so
+    that a run anywhere analyses the same way; ``task`` is the canary version's
+    registry task, read at start, which picks that default (None: a state from before
+    it was kept, the request-latency default).
     """
 
     namespace: str
@@ -115,6 +117,7 @@ class RolloutState:
     lease_expires_at: float | None = None
     aliases_synced: bool = False
     analysis_yaml: str | None = None
+    task: str | None = None
     backend_data: Mapping[str, str] = field(default_factory=dict)
     # The sequential judge's evidence by metric: every interval of this canary, across
     # steps and resumed runs (a new canary version is a new rollout, with none).
@@ -184,6 +187,7 @@ class RolloutState:
             "lease_expires_at": self.lease_expires_at,
             "aliases_synced": self.aliases_synced,
             "analysis_yaml": self.analysis_yaml,
+            "task": self.task,
             "backend_data": dict(self.backend_data),
             "evidence": {name: e.to_dict() for name, e in self.evidence.items()},
         }
@@ -224,6 +228,7 @@ class RolloutState:
             lease_expires_at=_opt_float(data.get("lease_expires_at")),
             aliases_synced=bool(data.get("aliases_synced", False)),
             analysis_yaml=data.get("analysis_yaml"),
+            task=None if data.get("task") is None else str(data["task"]),
             backend_data={str(k): str(v) for k, v in (data.get("backend_data") or {}).items()},
             evidence={str(k): Evidence.from_dict(v)
                       for k, v in (data.get("evidence") or {}).items()},

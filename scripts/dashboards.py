@@ -7,7 +7,8 @@ committed; ``tests/dashboards`` fails when they drift from it.
 
 Every query selects on the labels the predictor exports (model, version, role) and the
 ones scraping adds (namespace, isvc; manifests/40-monitoring.yaml, and the dev stack's
-static labels), through the dashboard variables of the same names.
+static labels), through the dashboard variables of the same names. The building blocks
+(panels, rows, variables, selectors) are in scripts/_grafana.py.
 """
 
 from __future__ import annotations
@@ -18,129 +19,23 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from scripts._grafana import (
+    DATASOURCE,
+    MULTI_SEL,
+    RATE,
+    ROLLOUT_SEL,
+    SCOPE,
+    SEL,
+    WHO,
+    Board,
+    dashboard,
+    quantiles,
+    scope_variables,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT_DIR = ROOT / "dashboards"
 MANIFEST = ROOT / "manifests" / "50-grafana-dashboards.yaml"
-SCHEMA_VERSION = 39  # Grafana 10.4-11's classic dashboard JSON
-DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-RATE = "$__rate_interval"
-# The serving selector: every variable, as regular expressions ("All" is ".*").
-SEL = ('namespace=~"$namespace", isvc=~"$isvc", model=~"$model", version=~"$version", '
-       'role=~"$role"')
-# Multi-model series carry only the model label of their own (plus the scrape labels).
-MULTI_SEL = 'namespace=~"$namespace", isvc=~"$isvc", model=~"$model"'
-SCOPE = 'namespace=~"$namespace", isvc=~"$isvc"'
-ROLLOUT_SEL = f'{SCOPE}, role=~"stable|canary"'
-WHO = "{{model}}@{{version}} {{role}}"  # a series' legend: the version and its role
-
-
-def target(expr: str, legend: str, ref: str, *, heatmap: bool = False) -> dict[str, Any]:
-    query: dict[str, Any] = {"refId": ref, "datasource": DATASOURCE, "expr": expr,
-                             "legendFormat": legend, "range": True, "editorMode": "code"}
-    if heatmap:
-        query["format"] = "heatmap"
-    return query
-
-
-def quantiles(metric: str, by: str, label: str, sel: str = SEL,
-              qs: tuple[float, ...] = (0.5, 0.9, 0.99)) -> list[tuple[str, str]]:
-    """(expr, legend) for histogram quantiles of ``metric``'s buckets, grouped ``by``."""
-    group = f"le, {by}" if by else "le"
-    prefix = f"{{{{{by.replace(', ', '}}/{{')}}}}} " if by else ""
-    return [(f"histogram_quantile({q}, sum by ({group}) "
-             f"(rate({metric}_bucket{{{sel}}}[{RATE}])))",
-             f"{prefix}{label} p{round(q * 100)}") for q in qs]
-
-
-class Board:
-    """Panels laid out left to right, 12 columns wide each, in rows."""
-
-    def __init__(self) -> None:
-        self.panels: list[dict[str, Any]] = []
-        self._y = 0
-        self._x = 0
-
-    def row(self, title: str) -> None:
-        if self._x:
-            self._y += 8
-            self._x = 0
-        self.panels.append({"type": "row", "title": title, "collapsed": False,
-                            "id": len(self.panels) + 1, "panels": [],
-                            "gridPos": {"h": 1, "w": 24, "x": 0, "y": self._y}})
-        self._y += 1
-
-    def add(self, title: str, description: str, queries: list[tuple[str, str]], unit: str,
-            *, kind: str = "timeseries", width: int = 12) -> None:
-        refs = "ABCDEFGHIJ"
-        heatmap = kind == "heatmap"
-        panel: dict[str, Any] = {
-            "type": kind, "title": title, "description": description,
-            "id": len(self.panels) + 1, "datasource": DATASOURCE,
-            "gridPos": {"h": 8, "w": width, "x": self._x, "y": self._y},
-            "targets": [target(expr, legend, refs[i], heatmap=heatmap)
-                        for i, (expr, legend) in enumerate(queries)],
-        }
-        if heatmap:
-            panel["options"] = {
-                "calculate": False, "cellGap": 1, "yAxis": {"axisPlacement": "left"},
-                "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64,
-                          "exponent": 0.5, "fill": "dark-orange", "reverse": False},
-                "rowsFrame": {"layout": "auto"}, "legend": {"show": True},
-                "exemplars": {"color": "rgba(255,0,255,0.7)"}, "showValue": "auto",
-                "tooltip": {"mode": "single", "yHistogram": True}}
-            panel["fieldConfig"] = {"defaults": {"unit": unit}, "overrides": []}
-        else:
-            panel["options"] = {
-                "legend": {"displayMode": "list", "placement": "bottom", "showLegend": True,
-                           "calcs": []},
-                "tooltip": {"mode": "multi", "sort": "desc"}}
-            panel["fieldConfig"] = {"defaults": {"unit": unit, "min": 0, "custom": {
-                "drawStyle": "line", "lineWidth": 1, "fillOpacity": 10,
-                "showPoints": "never", "spanNulls": False}}, "overrides": []}
-        self.panels.append(panel)
-        self._x += width
-        if self._x >= 24:
-            self._x = 0
-            self._y += 8
-
-
-def variable(name: str, label: str, query: str) -> dict[str, Any]:
-    return {"type": "query", "name": name, "label": label, "datasource": DATASOURCE,
-            "query": query, "refresh": 2, "sort": 1, "multi": True, "includeAll": True,
-            "allValue": ".*", "current": {"text": ["All"], "value": ["$__all"]},
-            "hide": 0, "options": [], "regex": ""}
-
-
-def datasource_variable() -> dict[str, Any]:
-    return {"type": "datasource", "name": "datasource", "label": "Prometheus",
-            "query": "prometheus", "refresh": 1, "hide": 0, "regex": "", "options": []}
-
-
-def dashboard(uid: str, title: str, description: str, board: Board,
-              variables: list[dict[str, Any]],
-              annotations: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    return {
-        "uid": uid, "title": title, "description": description,
-        "tags": ["modelctl", "kserve"], "editable": True, "graphTooltip": 1,
-        "schemaVersion": SCHEMA_VERSION, "version": 1, "refresh": "30s",
-        "time": {"from": "now-1h", "to": "now"}, "timezone": "browser",
-        "fiscalYearStartMonth": 0, "liveNow": False, "links": [],
-        "templating": {"list": [datasource_variable(), *variables]},
-        "annotations": {"list": annotations or []},
-        "panels": board.panels,
-    }
-
-
-def _scope_variables(metric: str, names: tuple[str, ...]) -> list[dict[str, Any]]:
-    """namespace, isvc, … each narrowed by the ones before it."""
-    out, before = [], []
-    labels = {"namespace": "Namespace", "isvc": "InferenceService", "model": "Model",
-              "version": "Version", "role": "Role"}
-    for name in names:
-        selector = ", ".join(f'{b}=~"${b}"' for b in before)
-        out.append(variable(name, labels[name], f"label_values({metric}{{{selector}}}, {name})"))
-        before.append(name)
-    return out
 
 
 def serving() -> dict[str, Any]:
@@ -216,12 +111,50 @@ def serving() -> dict[str, Any]:
           quantiles("modelctl_stream_time_in_queue_seconds", "", "in queue", qs=(0.5, 0.99))
           + quantiles("modelctl_stream_end_to_end_seconds", "", "end to end", qs=(0.5, 0.99)),
           "s", width=24)
+    llm_row(b)
     return dashboard(
         "modelctl-serving", "modelctl / Serving",
-        "The batching predictor: traffic, latency, batching, overload; multi-model and "
-        "queue-mode rows fill in when those modes run.", b,
-        _scope_variables("modelctl_requests_total",
+        "The batching predictor: traffic, latency, batching, overload; multi-model, "
+        "queue-mode and LLM rows fill in when those modes run.", b,
+        scope_variables("modelctl_requests_total",
                          ("namespace", "isvc", "model", "version", "role")))
+
+
+def llm_row(b: Board) -> None:
+    """LLM serving (task ``llm``): the series of predictor/llm/_metrics.py."""
+    by = "model, version, role"
+    b.row("LLM (predictors serving task llm)")
+    b.add("Time to first token", "A request's arrival to its first output token (TTFT), "
+          "by version and role.",
+          quantiles("modelctl_llm_time_to_first_token_seconds", by, "TTFT", qs=(0.5, 0.99),
+                    who=WHO), "s")
+    b.add("Time per output token", "Each gap between two output tokens of a sequence, as "
+          "the server sends them (TPOT, the inter-token latency).",
+          quantiles("modelctl_llm_time_per_output_token_seconds", by, "TPOT", qs=(0.5, 0.99),
+                    who=WHO), "s")
+    b.add("End-to-end latency", "A request's arrival to its last output token.",
+          quantiles("modelctl_llm_e2e_request_latency_seconds", by, "end to end", qs=(0.99,),
+                    who=WHO), "s")
+    b.add("Token throughput", "Output tokens generated and prompt tokens prefilled a second.",
+          [(f"sum by ({by}) (rate(modelctl_llm_{kind}_tokens_total{{{SEL}}}[{RATE}]))",
+            f"{WHO} {name}") for kind, name in (("generation", "output"), ("prompt", "prompt"))],
+          "suffix: tokens/s")
+    b.add("Sequences running, waiting and preempted", "Sequences in the engine's running "
+          "batch; queued in it, not yet running; and of those queued, the ones that had "
+          "started and were preempted to make room.",
+          [(f"sum by ({by}) (modelctl_llm_sequences_{state}{{{SEL}}})", f"{WHO} {state}")
+           for state in ("running", "waiting", "preempted")], "short")
+    b.add("KV cache used", "Paged KV cache blocks in use over all blocks (used + free): "
+          "near 1, new sequences wait and running ones are preempted.",
+          [(f'sum by ({by}) (modelctl_llm_kv_cache_blocks{{{SEL}, state="used"}}) / '
+            f'sum by ({by}) (modelctl_llm_kv_cache_blocks{{{SEL}, state=~"used|free"}})',
+            WHO)], "percentunit")
+    b.add("Finished sequences by reason", "Sequences ended a second, by why: stop (an "
+          "end-of-sequence token or a stop string), length (max_tokens), cancelled (the "
+          "client went away), error (the engine failed it), deadline (no first token "
+          "within the request's timeout).",
+          [(f"sum by (finish_reason) (rate(modelctl_llm_requests_finished_total{{{SEL}}}"
+            f"[{RATE}]))", "{{finish_reason}}")], "reqps", width=24)
 
 
 def rollouts() -> dict[str, Any]:
@@ -259,7 +192,7 @@ def rollouts() -> dict[str, Any]:
         "modelctl-rollouts", "modelctl / Rollouts",
         "A canary rollout: its decisions, the weight asked and routed, and canary against "
         "stable on each metric the default analysis checks.", b,
-        _scope_variables("modelctl_requests_total", ("namespace", "isvc")),
+        scope_variables("modelctl_requests_total", ("namespace", "isvc")),
         annotations=[decision_annotations()])
 
 

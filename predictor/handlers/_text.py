@@ -62,6 +62,35 @@ def resolve_dtype(dtype: str, device: str) -> Any:
     return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
 
 
+def load_pretrained(model_dir: Path, model_cls: Any, device: str,
+                    dtype: str) -> tuple[Any, Any, str]:
+    """The tokenizer, the model of ``model_dir`` in eval mode, and the device it is on
+    (``device`` resolved): local files only, safetensors only, no remote code; a broken
+    artifact is one line (``BadInput``). Every handler and the LLM server load here."""
+    from transformers import AutoTokenizer
+
+    refuse_pickle_weights(model_dir)
+    device = resolve_device(device)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(
+            str(model_dir), local_files_only=True, trust_remote_code=False
+        )
+        model = model_cls.from_pretrained(
+            str(model_dir),
+            local_files_only=True,
+            trust_remote_code=False,
+            use_safetensors=True,
+            dtype=resolve_dtype(dtype, device),
+        )
+    except Exception as exc:  # a broken artifact: one line for the operator, no traceback
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        raise BadInput(f"cannot load the model in {model_dir}: "
+                       f"{type(exc).__name__}: {reason}") from exc
+    model.to(device)
+    model.eval()
+    return tokenizer, model, device
+
+
 def token_groups(items: Sequence[Tokenized], max_batch_tokens: int) -> list[list[int]]:
     """Indices of ``items`` split into groups whose padded size stays under the cap.
 
@@ -118,32 +147,11 @@ class TextModelHandler:
 
     # -- loading ---------------------------------------------------------------------------
     def load(self) -> None:
-        from transformers import AutoTokenizer
-
-        refuse_pickle_weights(self.model_dir)
-        self.device = resolve_device(self.requested_device)
-        torch_dtype = resolve_dtype(self.requested_dtype, self.device)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(
-                str(self.model_dir), local_files_only=True, trust_remote_code=False
-            )
-            model_cls = self._model_class()
-            self.model = model_cls.from_pretrained(
-                str(self.model_dir),
-                local_files_only=True,
-                trust_remote_code=False,
-                use_safetensors=True,
-                dtype=torch_dtype,
-            )
-        except Exception as exc:  # a broken artifact: one line for the operator, no traceback
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
-            raise BadInput(f"cannot load the model in {self.model_dir}: "
-                           f"{type(exc).__name__}: {reason}") from exc
+        self.tokenizer, self.model, self.device = load_pretrained(
+            self.model_dir, self._model_class(), self.requested_device, self.requested_dtype)
         self.tokenizer.padding_side = self.padding_side
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model.to(self.device)
-        self.model.eval()
 
     def _model_class(self) -> Any:
         raise NotImplementedError

@@ -39,8 +39,8 @@ from predictor._http import (
     header,
     model_of_path,
     request_body,
+    request_timeout_ms,
 )
-from predictor._model import request_timeout_ms
 from predictor.multi._host import ModelHost
 
 INDEX_PATH = "/v2/repository/index"

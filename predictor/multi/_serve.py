@@ -22,6 +22,7 @@ from typing import Any
 
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError, grpc_error_for
+from predictor._versions import VersionRoutes, with_versions
 from predictor.multi._host import ModelHost
 from predictor.multi._routes import MultiModelRoutes, check_token
 
@@ -73,7 +74,11 @@ def _classes() -> dict[str, type[Any]]:
             model = self.host.model(name)
             if model is not None:
                 return model
-            return ColdModel(name) if name in self.host.names() else None
+            if name not in self.host.names():
+                return None
+            cold = ColdModel(name)
+            cold.version = self.host.slot(name).entry.version  # as BatchingModel has it
+            return cold
 
         def get_models(self) -> dict[str, Any]:
             return {name: self.get_model(name) for name in self.host.names()}
@@ -103,6 +108,10 @@ def _classes() -> dict[str, type[Any]]:
 
         async def ready(self) -> bool:
             return bool(self.serving()) and await super().ready()
+
+        async def model_metadata(self, model_name: str) -> dict[str, Any]:
+            metadata = await super().model_metadata(model_name)
+            return with_versions(metadata, self.model_registry, model_name)
 
     guarded = repository_classes()[1]
 
@@ -161,7 +170,8 @@ def _classes() -> dict[str, type[Any]]:
             routes = MultiModelRoutes(app, self.host, token=self._token,
                                       is_draining=lambda: self._draining)
             return PredictorMiddleware(
-                routes, max_body_bytes=self.config.max_body_bytes,
+                VersionRoutes(routes, self.registered_models),
+                max_body_bytes=self.config.max_body_bytes,
                 body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
                 metrics=self._unknown, metrics_for=self.host.metrics_of,
                 request_log=RequestLog(RequestLogConfig.from_config(self.config)))

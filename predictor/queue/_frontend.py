@@ -18,7 +18,8 @@ from typing import Any
 
 from predictor._config import ServerConfig
 from predictor._errors import DeadlineExpired, Overloaded, QueueUnavailable
-from predictor._model import BatchingModel, request_timeout_ms
+from predictor._http import request_timeout_ms
+from predictor._model import BatchingModel
 from predictor._protocol import DecodedRequest
 from predictor.handlers._base import Handler
 from predictor.queue._backpressure import admit, depth_of, parse_workers, predicted_wait_s

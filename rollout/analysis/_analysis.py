@@ -1,7 +1,7 @@
 """Analysis: load metric checks from YAML, measure them through a ``MetricSource``, judge.
 
-The file format is documented in docs/ANALYSIS.md; the shipped defaults are
-``default_analysis.yaml`` next to this module. Loading is strict: an unknown key,
+The file format is documented in docs/ANALYSIS.md; the shipped defaults are next to
+this module, one per kind of model (``TASK_DEFAULTS``). Loading is strict: an unknown key,
 a wrong type, an unknown placeholder or unbalanced brackets is an
 ``AnalysisSpecError`` naming the metric. At run time a failing source is data
 (the metric is Inconclusive); a query the source rejects is an ``AnalysisSpecError``.
@@ -47,6 +47,9 @@ from rollout.analysis._sequential import Evidence
 from rollout.analysis._source import MetricSource
 
 DEFAULT_ANALYSIS = "default_analysis.yaml"
+# The shipped default by the canary's registry task, where it is not DEFAULT_ANALYSIS:
+# generative models are judged on TTFT and TPOT, not request latency (docs/ANALYSIS.md).
+TASK_DEFAULTS: Mapping[str, str] = {"llm": "default_analysis_llm.yaml"}
 _QUERY_KEYS = ("query", "count_query", "events_query", "samples_query")
 _CHECK_KEYS = ("max", "max_increase", "max_ratio", "min_requests", "alpha", "beta")
 _METRIC_KEYS = ("name", *_QUERY_KEYS, "samples", "samples_step_s", *_CHECK_KEYS, "test")
@@ -136,11 +139,13 @@ class AnalysisSpec:
             raise AnalysisSpecError(f"{self.source}: metric {duplicates[0]!r} is defined twice")
 
 
-def load_analysis(path: str | Path | None = None) -> AnalysisSpec:
-    """Load an analysis file, or the shipped defaults when ``path`` is None."""
+def load_analysis(path: str | Path | None = None, *, task: str | None = None) -> AnalysisSpec:
+    """Load an analysis file, or when ``path`` is None the shipped default for a model
+    of registry ``task`` (``TASK_DEFAULTS``; any other task or None: DEFAULT_ANALYSIS)."""
     if path is None:
-        resource = importlib.resources.files("rollout.analysis").joinpath(DEFAULT_ANALYSIS)
-        return parse_analysis(resource.read_text(encoding="utf-8"), source=DEFAULT_ANALYSIS)
+        name = TASK_DEFAULTS.get(task or "", DEFAULT_ANALYSIS)
+        resource = importlib.resources.files("rollout.analysis").joinpath(name)
+        return parse_analysis(resource.read_text(encoding="utf-8"), source=name)
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:

@@ -1,5 +1,10 @@
 """The one place an analysis is chosen, built over Prometheus and checked before it is used.
 
+Chosen: the ``--analysis`` file, else the one stored with the rollout at start, else
+the shipped default for the kind of model the canary is (its registry task, stored
+with the rollout at start): ``llm`` gets the generative default (TTFT and TPOT), any
+other task the request-latency one.
+
 Every command that analyses (``rollout start`` with ``--prometheus-url``,
 ``analyze``, ``run``) goes through here, so each picks its spec the same way and
 fails the same way, before anything is written: a bad file or stored spec is an
@@ -25,14 +30,16 @@ NO_PROMETHEUS = ("no Prometheus to analyse with: pass --prometheus-url or set "
 
 
 def analysis_spec(path: str | Path | None = None, *, stored: str | None = None,
-                  stored_source: str = "the stored analysis") -> AnalysisSpec:
+                  stored_source: str = "the stored analysis",
+                  task: str | None = None) -> AnalysisSpec:
     """The spec in the file at ``path``, else the YAML ``stored`` with a rollout (named
-    ``stored_source`` in errors), else the shipped defaults."""
+    ``stored_source`` in errors), else the shipped default for the canary's registry
+    ``task`` (``default_analysis_llm.yaml`` for ``llm``, else ``default_analysis.yaml``)."""
     if path is not None:
         return load_analysis(path)
     if stored is not None:
         return parse_analysis(stored, source=stored_source)
-    return load_analysis(None)
+    return load_analysis(None, task=task)
 
 
 def prepare_analysis(spec: AnalysisSpec, prometheus_url: str | None,

@@ -13,6 +13,7 @@ import json
 import math
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from capacity import (
     read_inputs,
 )
 from capacity._measure import cgroup_cpu_limit
+from capacity._options import ADAPTIVE_CAP, next_size
 from registry import NotFound, Registry
 
 LATENCY_MS = 10.0
@@ -98,6 +100,12 @@ def test_a_fixed_latency_version_profiles_at_its_latency(tmp_path: Path) -> None
     assert 0 <= server_model < 0.5 * profile.host["edge_request_cpu_ms"]
     assert profile.edge_cpu_ms == pytest.approx(
         profile.host["edge_request_cpu_ms"] - server_model, abs=2e-3)
+    # Under load (batches of up to 4 here): measured, in batches of more than one item.
+    # (That it costs less than sequential requests shows at real batch sizes, not at 4 on
+    # a busy machine: docs/BENCHMARKS.md, run E.)
+    assert profile.edge_cpu_loaded_ms is not None and profile.edge_loaded_batch is not None
+    assert 0 < profile.edge_cpu_loaded_ms < 50 * max(profile.edge_cpu_ms, 0.01)
+    assert 1.0 < profile.edge_loaded_batch <= 4.0
     # One progress line per batch size, and the fetch into the cache.
     assert sum(line.startswith("batch ") for line in lines) == 3
     assert (tmp_path / "cache" / "prof-fixed" / str(version) / "MANIFEST.json").is_file()
@@ -144,11 +152,42 @@ def test_batch_sizes_parse() -> None:
             parse_batch_sizes(bad)
 
 
-def test_default_sizes_are_powers_of_two() -> None:
-    assert ProfileOptions().sizes_for(None) == (1, 2, 4, 8, 16, 32)
-    assert ProfileOptions().sizes_for(100) == (1, 2, 4, 8, 16, 32)
-    assert ProfileOptions().sizes_for(12) == (1, 2, 4, 8, 12)
+def _ladder(per_item_ms: Callable[[int], float], limit: int | None) -> tuple[list[int], str]:
+    """The sizes ``next_size`` climbs for a model whose batch of b takes b x per_item(b)."""
+    measured: list[tuple[int, float]] = []
+    size, why = next_size(measured, limit)
+    while size is not None:
+        measured.append((size, size * per_item_ms(size)))
+        size, why = next_size(measured, limit)
+    return [s for s, _ in measured], why
+
+
+def test_the_default_sizes_climb_while_a_larger_batch_pays() -> None:
+    # Seed 1's version: 100 ms for any batch up to 100 (per item 100/b): up to its limit,
+    # where the old default stopped at 32.
+    sizes, why = _ladder(lambda b: 100.0 / b, 100)
+    assert sizes == [1, 2, 4, 8, 16, 32, 64, 100] and "limit of 100" in why
+    assert _ladder(lambda b: 100.0 / b, 12)[0] == [1, 2, 4, 8, 12]
+    # No limit: on while it pays, to the cap.
+    sizes, why = _ladder(lambda b: 100.0 / b, None)
+    assert sizes[-1] == ADAPTIVE_CAP and "cap" in why
+    # A CPU model whose time per item is flat from 16 on: at least the predictor's own
+    # default (32), then no further.
+    sizes, why = _ladder(lambda b: 10.0 / min(b, 16), None)
+    assert sizes == [1, 2, 4, 8, 16, 32] and "no longer pays" in why
     assert ProfileOptions(batch_sizes=(3, 5)).sizes_for(8) == (3, 5)
+    assert ProfileOptions().sizes_for(8) == ()
+    with pytest.raises(ProfileError, match="above this task's limit"):
+        ProfileOptions(batch_sizes=(3, 16)).sizes_for(8)
+
+
+def test_the_ladder_stops_where_device_memory_runs_out(tmp_path: Path) -> None:
+    reg, version = push_fixed(tmp_path, latency_ms=1, max_batch_size=100, oom_above=40)
+    done, answer = _measure(reg, "prof-fixed", str(version), tmp_path / "cache",
+                            **{**QUICK, "runs": 3})
+    assert done.returncode == 0, done.stderr
+    assert Profile.from_json(answer["profile"]).sizes == (1, 2, 4, 8, 16, 32)
+    assert "stopped at batch 32: batch 64 ran out of device memory" in done.stderr
 
 
 def test_inputs_are_json_lines(tmp_path: Path) -> None:

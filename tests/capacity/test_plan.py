@@ -123,3 +123,27 @@ def test_a_cpu_plan_serves_with_the_threads_its_profile_was_measured_with() -> N
     old = plan(_on("cpu", torch_threads=3), PlanRequest(80.0, 300.0, **FAST)).to_json()
     del old["knobs"]["torch_threads"]  # a plan file written before the field existed
     assert PlanFile.from_json(old).knobs.torch_threads is None
+
+
+def test_the_edge_under_load_sets_the_cpu_limit_at_full_batches() -> None:
+    import dataclasses
+
+    # Seed 1's numbers: 1.10 ms a request alone, 0.29 ms in batches of 22 on average.
+    loaded = dataclasses.replace(PROFILE, edge_cpu_ms=1.10, edge_cpu_loaded_ms=0.29,
+                                 edge_loaded_batch=22.0)
+    assert loaded.edge_cpu_at(1) == pytest.approx(1.10)
+    assert loaded.edge_cpu_at(22) == pytest.approx(0.29)
+    assert loaded.edge_cpu_at(100) < loaded.edge_cpu_at(22) < loaded.edge_cpu_at(4) < 1.10
+    assert loaded.cpu_limit_rps(1.0, 22) == pytest.approx(1000.0 / 0.29)
+    idle = dataclasses.replace(PROFILE, edge_cpu_ms=1.10)
+    assert idle.edge_cpu_at(100) == 1.10  # a profile from before: the idle edge
+    dearer = dataclasses.replace(PROFILE, edge_cpu_ms=0.2, edge_cpu_loaded_ms=0.5,
+                                 edge_loaded_batch=8.0)
+    assert dearer.edge_cpu_at(16) == 0.5  # costlier under load: taken as measured
+    back = Profile.from_json(loaded.to_json())
+    assert (back.edge_cpu_loaded_ms, back.edge_loaded_batch) == (0.29, 22.0)
+    old = {k: v for k, v in loaded.to_json().items()
+           if k not in ("edge_cpu_loaded_ms", "edge_loaded_batch")}
+    assert Profile.from_json(old).edge_cpu_loaded_ms is None
+    with pytest.raises(ProfileError, match="edge_cpu_loaded_ms"):
+        dataclasses.replace(PROFILE, edge_cpu_loaded_ms=-1.0)

@@ -1,4 +1,5 @@
-"""``modelctl serve NAME@REF -- FLAGS``: the flags after ``--`` reach the predictor.
+"""``modelctl serve NAME@REF -- FLAGS``: the flags after ``--`` reach the predictor, and
+every ``serve`` form that ``--help`` and docs/MULTI_MODEL.md show works as written.
 
 A real ``modelctl serve`` frontend and a real ``modelctl serve`` worker, both given
 ``--queue_url … --queue_role …`` after ``--``, share a real redis-server: a request
@@ -10,6 +11,8 @@ from ``MODELCTL_QUEUE_URL`` instead, as the ``queue-external-redis`` overlay giv
 
 from __future__ import annotations
 
+import re
+import shlex
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -111,3 +114,73 @@ def test_a_bad_multi_model_command_line_exits_2(args: list[str], dev_registry: P
                           timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
+
+
+def documented_forms() -> list[list[str]]:
+    """The arguments of every ``modelctl serve`` example in ``serve --help`` and in
+    docs/MULTI_MODEL.md's console blocks, continuation lines joined."""
+    from cli._serve import serve as command
+
+    texts = [(command.__doc__ or "").split("Examples:")[1],
+             *re.findall(r"```console\n(.*?)```", (ROOT / "docs/MULTI_MODEL.md").read_text(),
+                         re.S)]
+    forms = []
+    for text in texts:
+        for line in re.sub(r"\\\n\s*", "", text).splitlines():
+            words = shlex.split(line)
+            if words[:2] == ["modelctl", "serve"]:
+                forms.append(words[2:])
+    return forms
+
+
+@pytest.fixture(scope="module")
+def demo_registry(registry_dir: Path) -> Path:
+    """The models the examples name, as ``make demo`` builds them: the session's demo
+    registry, with ``demo-fixed`` too (``ensure_demo`` pushes only what changed)."""
+    from scripts.demo_models import ensure_demo
+
+    ensure_demo(str(registry_dir), "demo-fixed")
+    return registry_dir
+
+
+def test_every_documented_serve_form_serves(demo_registry: Path, redis_server: RedisServer,
+                                            tmp_path: Path) -> None:
+    forms = documented_forms()
+    assert len(forms) >= 6, forms  # the help's five examples and MULTI_MODEL's one
+    token = tmp_path / "repository-token"
+    token.write_text("s3cret-for-the-test\n")
+    started: list[tuple[ManagedProcess, str, list[str], list[str]]] = []
+    try:
+        for number, form in enumerate(forms):
+            own, _, after = (form[:form.index("--")], "--", form[form.index("--") + 1:]) \
+                if "--" in form else (form, "", [])
+            after = [word.replace("redis://127.0.0.1:6379/0", redis_server.url)
+                     .replace("~/.modelctl/repository-token", str(token)) for word in after]
+            if "--port" in own:
+                del own[own.index("--port"):own.index("--port") + 2]
+            port = free_port()
+            argv = [sys.executable, "-m", "cli", "serve", *own, "--registry",
+                    str(demo_registry), "--cache-dir", str(tmp_path / "cache"), "--port",
+                    str(port), "--grpc-port", str(free_port()), "--", *after]
+            proc = ManagedProcess(f"form-{number}", argv, log_dir=tmp_path, cwd=ROOT)
+            names = [ref.split("@")[0] for ref in
+                     ([own[i + 1] for i, word in enumerate(own) if word == "--model"]
+                      or own[:1])]
+            started.append((proc, f"http://127.0.0.1:{port}", names, after))
+        for proc, url, names, after in started:
+            wait_http_ok(f"{url}/v2/health/ready", timeout_s=120, proc=proc)
+            for name in names:
+                reply = httpx.post(f"{url}/v1/models/{name}:predict",
+                                   json={"instances": ["as written"]}, timeout=60)
+                if "worker" in after:  # a queue worker serves the stream, not HTTP
+                    assert reply.status_code == 404 and "queue worker" in reply.text
+                else:
+                    assert reply.status_code == 200, (proc.argv, reply.text)
+            if "--repository_token_file" in after:  # the token reached the predictor
+                load = f"{url}/v2/repository/models/{names[0]}/load"
+                assert httpx.post(load, timeout=60).status_code == 401
+                assert httpx.post(load, timeout=60, headers={
+                    "Authorization": "Bearer s3cret-for-the-test"}).status_code == 200
+    finally:
+        for proc, *_ in started:
+            proc.stop()

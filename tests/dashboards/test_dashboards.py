@@ -2,8 +2,10 @@
 type-checked by ``tsc`` against Grafana's own types (``@grafana/schema``'s dashboard,
 panel and plugin option types, ``@grafana/prometheus``'s query type; see
 tests/dashboards/tsc/dashboard-types.ts), and shipped as ConfigMaps for the Grafana
-sidecar. Whether every query runs and returns data is checked against real
-Prometheus servers by the rehearsal and queue-stack system tests."""
+sidecar. Every query, its variables substituted, parses as PromQL (promtool); whether
+each runs and returns data is checked against real Prometheus servers by the rehearsal,
+queue-stack and multi-model system tests, and the LLM row's by promtool over the LLM
+predictor's own series (test_llm_row.py)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ import pytest
 import yaml
 
 from scripts.dashboards import DASHBOARDS, MANIFEST, outputs
-from tests.support.grafana import load, panel_queries
+from tests.support.grafana import ALL, interpolate, load, panel_queries
 
 TSC_DIR = Path(__file__).parent / "tsc"
+PROMTOOL = shutil.which("promtool")
 
 
 def test_committed_files_are_what_the_builder_writes() -> None:
@@ -95,3 +98,25 @@ def test_configmaps_for_the_grafana_sidecar() -> None:
         assert doc["metadata"]["labels"]["grafana_dashboard"] == "1"
         assert list(doc["data"]) == [f"{uid}.json"]
         assert json.loads(doc["data"][f"{uid}.json"]) == load(uid)
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool (Debian package prometheus, "
+                    "`make setup`) is not installed")
+@pytest.mark.parametrize("uid", sorted(DASHBOARDS))
+def test_every_query_parses_as_promql(uid: str, tmp_path: Path) -> None:
+    """Each panel and annotation query, variables set to "All" and ``$__rate_interval``
+    computed, as a recording rule: ``promtool check rules`` parses every expression."""
+    assert PROMTOOL is not None
+    board = load(uid)
+    chosen = {v["name"]: ALL for v in board["templating"]["list"] if v["type"] == "query"}
+    exprs = [q.expr for q in panel_queries(board)]
+    exprs += [a["target"]["expr"] for a in board["annotations"]["list"]]
+    rules = [{"record": f"dashboard:query_{i}:parsed",
+              "expr": interpolate(e, board, chosen, interval_s=15, scrape_s=15)}
+             for i, e in enumerate(exprs)]
+    path = tmp_path / "rules.yaml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": uid, "rules": rules}]}, width=1000))
+    done = subprocess.run([PROMTOOL, "check", "rules", str(path)], capture_output=True,
+                          text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"{len(rules)} rules found" in done.stdout, done.stdout

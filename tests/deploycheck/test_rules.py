@@ -67,6 +67,14 @@ CASES = {
             'query selects isvc="theirs" but this InferenceService is isvc "mine"',
         ),
     ],
+    "knative-pod-security-context.yaml": [
+        (
+            0,
+            "$.spec.predictor.securityContext",
+            "Knative mode: Knative refuses securityContext on the pod unless config-features "
+            "enables kubernetes.podspec-securitycontext",
+        ),
+    ],
     "role-extra-verb.yaml": [
         (
             0,

@@ -298,7 +298,7 @@ def test_dockerignore_matcher() -> None:
 def test_rollout_job_runs_a_real_rollout_command() -> None:
     from typer.main import get_command
 
-    from cli._rollout import app
+    from cli.rollout import app
 
     job = next(d for d in load_all((ROOT / "manifests/templates/rollout-job.yaml").read_text()))
     container = job["spec"]["template"]["spec"]["containers"][0]

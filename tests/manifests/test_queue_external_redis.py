@@ -15,7 +15,14 @@ import yaml
 from deploycheck import Checker, RenderRequest, find_kubectl, render
 from predictor._config import parse_config
 from tests.manifests.test_overlays import effective_args
-from tests.manifests.test_queue_overlay import MODEL, PASSWORD_ENV, SECRET, VERSION, by_kind
+from tests.manifests.test_queue_overlay import (
+    MODEL,
+    PASSWORD_ENV,
+    SECRET,
+    VERSION,
+    WORKERS_POLICY,
+    by_kind,
+)
 from tests.support.manifests import OVERLAYS, ROOT, load_all
 
 EXTERNAL = "queue-external-redis"
@@ -54,9 +61,9 @@ def test_it_validates_and_runs_no_redis_of_its_own(
     _queue, external = pair
     problems, count = checker.check_text(EXTERNAL, yaml.safe_dump_all(list(external.values())))
     assert [str(p) for p in problems] == []
-    assert count == 4
+    assert count == 5
     assert set(external) == {"InferenceService", "Deployment", "PodDisruptionBudget",
-                             "ScaledObject"}
+                             "ScaledObject", WORKERS_POLICY}  # ours: 8080 only
     assert "queue-redis" not in yaml.safe_dump_all(list(external.values()))
 
 

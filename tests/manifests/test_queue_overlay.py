@@ -19,11 +19,19 @@ SECRET, PASSWORD_KEY, PASSWORD_ENV = "modelctl-queue", "password", "MODELCTL_QUE
 MODEL, VERSION = "demo-embed", "3"
 
 
+# The one kind the overlay holds twice: Redis's policy is "NetworkPolicy", this one's
+# key is its own.
+WORKERS_POLICY = "NetworkPolicy/workers"
+
+
 def by_kind(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for doc in docs:
-        assert doc["kind"] not in out, f"two {doc['kind']}s"
-        out[doc["kind"]] = doc
+        kind = doc["kind"]
+        if kind == "NetworkPolicy" and doc["metadata"]["name"].endswith("-queue-worker"):
+            kind = WORKERS_POLICY
+        assert kind not in out, f"two {kind}s"
+        out[kind] = doc
     return out
 
 
@@ -63,9 +71,10 @@ def test_rendered_overlay_validates(queue: dict[str, dict[str, Any]], checker: C
     text = yaml.safe_dump_all(list(queue.values()))
     problems, count = checker.check_text("queue", text)
     assert [str(p) for p in problems] == []
-    assert count == len(queue) == 7
+    assert count == len(queue) == 8
     assert set(queue) == {"InferenceService", "Deployment", "PodDisruptionBudget",
-                          "ScaledObject", "StatefulSet", "Service", "NetworkPolicy"}
+                          "ScaledObject", "StatefulSet", "Service", "NetworkPolicy",
+                          WORKERS_POLICY}
     namespaces = {o["metadata"]["namespace"] for o in queue.values()}
     assert len(namespaces) == 1
     isvc = queue["InferenceService"]["metadata"]["name"]
@@ -131,6 +140,24 @@ def candidate_worker_pods(queue: dict[str, dict[str, Any]], role: str) -> dict[s
                                        role=role, component=component)
     labels: dict[str, str] = body["spec"]["template"]["metadata"]["labels"]
     return labels
+
+
+def test_the_workers_admit_only_their_probes_and_scrape_port(
+    queue: dict[str, dict[str, Any]],
+) -> None:
+    policy = queue[WORKERS_POLICY]["spec"]
+    worker_pods = queue["Deployment"]["spec"]["template"]["metadata"]["labels"]
+    assert selects(policy["podSelector"], worker_pods)
+    assert selects(policy["podSelector"], candidate_worker_pods(queue, "canary"))
+    assert selects(policy["podSelector"], candidate_worker_pods(queue, "shadow"))
+    assert not selects(policy["podSelector"], queue["StatefulSet"]["spec"]["template"]
+                       ["metadata"]["labels"])
+    assert not selects(policy["podSelector"], frontend_pod_labels(queue))
+    assert not selects(policy["podSelector"], {**worker_pods,
+                                               "app.kubernetes.io/instance": "another-model"})
+    port = worker_container(queue)["ports"][0]["containerPort"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [{"ports": [{"protocol": "TCP", "port": port}]}]
 
 
 def test_the_network_policy_admits_exactly_frontends_workers_and_keda(

@@ -95,7 +95,7 @@ def test_version_of() -> None:
 
 def test_tasks() -> None:
     assert TASKS == (
-        "feature-extraction", "text-classification", "text-generation", "fixed-latency",
+        "feature-extraction", "text-classification", "text-generation", "fixed-latency", "llm",
     )
     for task in TASKS:
         assert check_task(task) == task

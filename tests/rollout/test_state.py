@@ -34,7 +34,7 @@ def test_round_trip_keeps_everything() -> None:
     state = _state(phase=Phase.PROGRESSING, step_index=1, weight_pct=25, failures=1,
                    inconclusive=2, paused=True, interval_started_at=100.0,
                    history=(decision,), last_analysis=analysis, holder="host/1/ab",
-                   lease_expires_at=190.0, analysis_yaml="metrics: []\n",
+                   lease_expires_at=190.0, analysis_yaml="metrics: []\n", task="llm",
                    backend_data={"mode": "knative", "stable_revision": "demo-predictor-00001"},
                    evidence={"error-rate": Evidence(Tally(300, 2), Tally(2700, 14), 3)})
     text = state.to_json()
@@ -46,6 +46,13 @@ def test_a_state_from_before_the_evidence_loads_with_none() -> None:
     data = json.loads(_state().to_json())
     del data["evidence"]
     assert RolloutState.from_dict(data).evidence == {}
+
+
+def test_a_state_from_before_the_task_loads_with_none() -> None:
+    data = json.loads(_state(task="llm").to_json())
+    assert data["task"] == "llm"
+    del data["task"]
+    assert RolloutState.from_dict(data).task is None  # the request-latency default
 
 
 def test_history_is_bounded() -> None:

@@ -7,7 +7,11 @@ temporary directory; it waits until ready and stops by PID.
 ``python -m tests.support.prom exporter ...`` is a real HTTP process serving the
 predictor's own metrics (``predictor._metrics.PredictorMetrics``) for one version,
 fed by deterministic synthetic traffic, for analysis tests that need series with
-known shapes (a slower or failing canary) without loading a model.
+known shapes (a slower or failing canary) without loading a model. With
+``--ttft-ms`` it is a generative model's predictor: each request also streams
+``--tokens`` output tokens into the LLM server's own series
+(``predictor.llm._metrics.LLMMetrics``: one TTFT observation, one TPOT observation
+per gap between two tokens), and its request duration is TTFT plus the gaps.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ import shutil
 import signal
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -120,8 +125,19 @@ class PrometheusServer:
 _CYCLE = (0.6, 0.7, 0.8, 0.9, 1.0, 1.0, 1.1, 1.2, 1.5, 2.5)
 
 
+@dataclass(frozen=True)
+class Generation:
+    """A generative model's requests: time to first token, time per output token (each
+    gap between two tokens) and output tokens per request."""
+
+    ttft_ms: float
+    tpot_ms: float
+    tokens: int = 11
+
+
 class Exporter:
-    """A synthetic exporter process: ``version``/``role`` with the given traffic shape."""
+    """A synthetic exporter process: ``version``/``role`` with the given traffic shape;
+    with ``generation``, an LLM predictor's (``latency_ms`` is then unused)."""
 
     def __init__(
         self,
@@ -129,10 +145,11 @@ class Exporter:
         *,
         version: str,
         role: str,
-        latency_ms: float,
+        latency_ms: float = 0.0,
         error_every: int = 0,
         model: str = "demo",
         rps: int = 200,
+        generation: Generation | None = None,
     ) -> None:
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
@@ -141,6 +158,9 @@ class Exporter:
             "--port", str(self.port), "--model", model, "--version", version, "--role", role,
             "--latency-ms", str(latency_ms), "--error-every", str(error_every), "--rps", str(rps),
         ]
+        if generation is not None:
+            argv += ["--ttft-ms", str(generation.ttft_ms), "--tpot-ms", str(generation.tpot_ms),
+                     "--tokens", str(generation.tokens)]
         root = Path(__file__).resolve().parents[2]
         self._proc = ManagedProcess(f"exporter-{version}", argv, log_dir=workdir, cwd=root)
 
@@ -149,6 +169,23 @@ class Exporter:
 
     def stop(self) -> None:
         self._proc.stop()
+
+
+@contextmanager
+def scraped(exporters: Sequence[Exporter], workdir: Path, labels: Sequence[Mapping[str, str]],
+            history_s: float) -> Iterator[PrometheusServer]:
+    """A real Prometheus scraping every exporter once per label set in ``labels``, yielded
+    once it holds ``history_s`` of scrapes of each; the exporters are stopped after."""
+    try:
+        for exporter in exporters:
+            exporter.wait_ready()
+        targets = [ScrapeTarget(e.address, dict(lab)) for lab in labels for e in exporters]
+        with PrometheusServer(targets, workdir) as server:
+            server.wait_for_history(history_s, targets=len(targets))
+            yield server
+    finally:
+        for exporter in exporters:
+            exporter.stop()
 
 
 def _serve(args: argparse.Namespace) -> None:
@@ -160,6 +197,7 @@ def _serve(args: argparse.Namespace) -> None:
     metrics = PredictorMetrics.create(args.model, args.version, args.role, registry=registry)
     codes = {code: metrics.requests.labels(**metrics.labels, code=code) for code in ("200", "500")}
     duration = metrics.request_duration.labels(**metrics.labels)
+    generate = _generator(args, registry) if args.ttft_ms is not None else None
     start_http_server(args.port, addr="127.0.0.1", registry=registry)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -169,7 +207,35 @@ def _serve(args: argparse.Namespace) -> None:
             sent += 1
             failed = args.error_every > 0 and sent % args.error_every == 0
             codes["500" if failed else "200"].inc()
-            duration.observe(args.latency_ms / 1000 * _CYCLE[sent % len(_CYCLE)])
+            if generate is not None:
+                duration.observe(generate(sent))
+            else:
+                duration.observe(args.latency_ms / 1000 * _CYCLE[sent % len(_CYCLE)])
+
+
+def _generator(args: argparse.Namespace, registry: Any) -> Callable[[int], float]:
+    """Request ``n`` of an LLM predictor: its first token and ``--tokens - 1`` gaps into
+    the LLM series, each from the cycle of shapes; returns its duration in seconds."""
+    from predictor.llm._engine import EngineStats
+    from predictor.llm._metrics import LLMMetrics
+
+    llm = LLMMetrics.create(args.model, args.version, args.role,
+                            stats=lambda: EngineStats(0, 0, 0, 0, 0), registry=registry)
+
+    def generate(n: int) -> float:
+        ttft = args.ttft_ms / 1000 * _CYCLE[n % len(_CYCLE)]
+        llm.ttft.observe(ttft)
+        total = ttft
+        for gap in range(1, args.tokens):
+            seconds = args.tpot_ms / 1000 * _CYCLE[(n + gap) % len(_CYCLE)]
+            llm.tpot.observe(seconds)
+            total += seconds
+        llm.generation_tokens.inc(args.tokens)
+        llm.e2e.observe(total)
+        llm.finished["length"].inc()
+        return total
+
+    return generate
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -183,6 +249,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     exporter.add_argument("--latency-ms", type=float, required=True)
     exporter.add_argument("--error-every", type=int, default=0, help="every Nth request is a 500")
     exporter.add_argument("--rps", type=int, default=200)
+    exporter.add_argument("--ttft-ms", type=float, help="an LLM's: time to first token")
+    exporter.add_argument("--tpot-ms", type=float, help="an LLM's: time per output token")
+    exporter.add_argument("--tokens", type=int, default=11, help="an LLM's: tokens a request")
     _serve(parser.parse_args(argv))
 
 

@@ -32,6 +32,7 @@ from typing import Any
 from rollout._errors import Conflict, NotFound, RolloutError, UnsupportedTarget
 from rollout._state import MODEL_ANNOTATION, VERSION_ANNOTATION, Decision, Phase, RolloutState
 from rollout.backends._interface import Change, Deploy, Observation, SaveState, Served
+from rollout.backends._kserve import _canary_rules as canary_rules
 from rollout.backends._kserve import _knative as knative
 from rollout.backends._kserve import _leftovers as leftovers
 from rollout.backends._kserve import _queue as queue
@@ -137,7 +138,7 @@ class KServeBackend:
             blockers = knative.start_blockers(obj, state)
         elif mode == STANDARD:
             seen = standard.view(_standard_seen(obj, related), state)
-            blockers = standard.start_blockers(obj, related.get("route"))
+            blockers = canary_rules.start_blockers(obj, related.get("route"))
         else:
             seen = knative.ModeView(restored=state is None)
             blockers = []
@@ -227,7 +228,7 @@ class KServeBackend:
             data = standard.backend_data(obj, change, seen.raw.get("stable_deployment"),
                                          seen.target)
             for entry in standard.entries(obj):
-                standard.check_entry(entry, seen.target)
+                canary_rules.check_entry(entry, seen.target)
         return state.evolve(backend_data=data)
 
     def _spec_patch(self, seen: Observation, change: Change, state: RolloutState) -> dict[str, Any]:

@@ -15,7 +15,7 @@ What KServe does, from its source (kserve/kserve v0.20.0, the release the tests 
   ``serving.kserve.io/autoscalerClass: keda`` a ScaledObject with no triggers
   (``keda_reconciler.go`` ``getKedaMetrics`` returns none without ``AutoScaling``),
   which KEDA's CRD refuses, and the whole predictor reconcile stops there: such a
-  canary never becomes Ready, so ``start_blockers`` refuses it.
+  canary never becomes Ready, so ``_canary_rules.start_blockers`` refuses it.
   ``status.canaryStatuses[].ready`` is the Deployment's ``availableReplicas > 0``.
   Orphaned Deployments and Services are deleted, their autoscalers not (``_leftovers``).
 * Before the stable's reconcile (same file) its minReplicas is lowered by the canaries'
@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from rollout._errors import InvalidTransition, RolloutError
+from rollout._errors import InvalidTransition
 from rollout._state import RolloutState
 from rollout.backends._interface import Change, Deploy, Promote, Rollback, SetWeight
 from rollout.backends._kserve._knative import ModeView, predictor, source_uri, spec_uri
@@ -271,6 +271,17 @@ def _entry(obj: Mapping[str, Any], state: RolloutState, weight_pct: int,
             "predictor": {"name": name, "minReplicas": replicas, "model": canary_model}}
 
 
+def promoted(entry: Mapping[str, Any] | None, uri: str) -> dict[str, Any]:
+    """The predictor fields that make the stable run what ``entry`` ran: the entry's own
+    fields (KServe merges them over the stable to build the canary's Deployment,
+    ``buildCanaryPredictor``) but its sizes, and its model's but ``name``, which the
+    webhook refuses in ``spec.predictor.model``."""
+    fields = {k: v for k, v in ((entry or {}).get("predictor") or {}).items()
+              if k not in ("name", "minReplicas", "maxReplicas")}
+    model = {k: v for k, v in (fields.get("model") or {}).items() if k != "name"}
+    return {**fields, "model": {**model, "storageUri": uri}}
+
+
 def _stable_min(state: RolloutState, during: bool, growth: int = 0) -> int | None:
     """The stable's minReplicas during the rollout (raised to the fleet, and by
     ``growth`` more while the canary grows ahead of its weight) or after it."""
@@ -341,9 +352,10 @@ def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
         if not at_full:  # 1: all traffic to a full-size canary first, capacity first
             return _weighted(seen, state, 100)
         # 2: the canary becomes the predictor; KServe keeps its Deployment and deletes
-        # the old stable's as an orphan.
-        return {"predictor": {"name": name, "model": {"storageUri": state.canary_uri},
-                              **_stable_sizes(state, during=False)},
+        # the old stable's as an orphan. What the canary ran becomes the stable as it is
+        # (an adopted entry's own args and the like), so its Deployment does not roll again.
+        return {"predictor": {**promoted(canary_entry(obj, name), state.canary_uri),
+                              "name": name, **_stable_sizes(state, during=False)},
                 "canary": None}
     assert isinstance(change, Rollback)
     entry = canary_entry(obj, name) if name else None
@@ -362,39 +374,3 @@ def spec_for(seen: Seen, change: Change, state: RolloutState) -> dict[str, Any]:
         return {}
     # 2: the entry goes and the stable's sizes are put back
     return {"predictor": _stable_sizes(state, during=False), "canary": None}
-
-
-def start_blockers(obj: Mapping[str, Any], route: Mapping[str, Any] | None) -> list[str]:
-    isvc = str((obj.get("metadata") or {}).get("name"))
-    problems = []
-    annotated = ((obj.get("metadata") or {}).get("annotations") or {}).get(MODE_ANNOTATION)
-    if annotated != "Standard":
-        problems.append(f"annotation {MODE_ANNOTATION} is {annotated!r}: KServe's webhook "
-                        "accepts spec.canary only with exactly 'Standard'")
-    scaler = ((obj.get("metadata") or {}).get("annotations") or {}).get(AUTOSCALER_ANNOTATION)
-    if scaler == "keda":
-        problems.append(
-            f"annotation {AUTOSCALER_ANNOTATION} is 'keda': KServe builds a Standard-mode "
-            "canary's scaler from its minReplicas alone (components/predictor.go "
-            "reconcileCanaryDeployments), a ScaledObject with no triggers that KEDA's CRD "
-            "refuses, so the canary never becomes Ready; use autoscalerClass 'none' (a "
-            "fixed pool, kustomize/overlays/standard-canary) or 'hpa', or Knative mode")
-    if route is None:
-        problems.append(
-            f"there is no HTTPRoute {route_name(isvc)}: this KServe routes Standard-mode "
-            "traffic through a Kubernetes Ingress to the stable Service only, so a canary "
-            "would get no traffic (set enableGatewayApi: true in the ingress section of "
-            "KServe's inferenceservice-config, or use Knative mode)")
-    if predictor(obj).get("workerSpec"):
-        problems.append("the predictor has a workerSpec: KServe does not run multi-node "
-                        "canaries")
-    return problems
-
-
-def check_entry(entry: Mapping[str, Any], target: str) -> None:
-    """Refuse an entry KServe's webhook would refuse, before sending it."""
-    pred = entry.get("predictor") or {}
-    for key in ("maxReplicas", "scaleTarget", "scaleMetric", "autoScaling", "workerSpec"):
-        if pred.get(key) is not None:
-            raise RolloutError(f"{target}: the canary entry {pred.get('name')!r} sets {key}; "
-                               "KServe's webhook refuses that (canaries use fixed replicas)")

@@ -64,9 +64,35 @@ def test_defaults_load_with_the_three_checks() -> None:
     assert "histogram_quantile(0.99" in by_name["p99-latency"].query
 
 
-def test_defaults_render_for_both_versions() -> None:
+def test_the_generative_default_loads_strictly_with_ttft_and_tpot() -> None:
+    spec = load_analysis(task="llm")
+    assert spec.source == "default_analysis_llm.yaml" and spec.judge is JudgeKind.SEQUENTIAL
+    by_name = {m.name: m for m in spec.metrics}
+    assert list(by_name) == ["error-rate", "throttle-rate", "ttft-p99", "tpot-p99"]
+    classic = {m.name: m for m in load_analysis().metrics}
+    for name in ("error-rate", "throttle-rate"):  # the same checks as for any model
+        assert by_name[name] == classic[name]
+    for name, series in (("ttft-p99", "modelctl_llm_time_to_first_token_seconds"),
+                         ("tpot-p99", "modelctl_llm_time_per_output_token_seconds")):
+        metric = by_name[name]
+        assert metric.check.test is StatTest.MANN_WHITNEY and metric.check.max_ratio == 1.2
+        assert metric.samples is SamplesKind.HISTOGRAM and metric.check.min_requests == 50
+        assert (metric.check.alpha, metric.check.beta) == (0.01, 0.25)
+        quantile = f"histogram_quantile(0.99, sum by (le) (rate({series}_bucket"
+        assert metric.query.startswith(quantile)
+        assert metric.samples_query is not None
+        assert metric.samples_query.startswith(f"sum by (le) (increase({series}_bucket")
+        # a request is a request that got its first token: for TPOT too, not a token gap
+        assert metric.count_query is not None
+        assert "modelctl_llm_time_to_first_token_seconds_count" in metric.count_query
+    assert not any("modelctl_request_duration_seconds" in (m.samples_query or m.query)
+                   for m in spec.metrics)
+
+
+@pytest.mark.parametrize("task", [None, "llm"])
+def test_defaults_render_for_both_versions(task: str | None) -> None:
     fake = FakeMetricSource()
-    Analysis(load_analysis(), fake, clock=lambda: NOW).analyze(CTX)
+    Analysis(load_analysis(task=task), fake, clock=lambda: NOW).analyze(CTX)
     queries = [promql for _, promql, _ in fake.calls]
     assert all('namespace="models",isvc="demo"' in q for q in queries)
     assert all("[60s]" in q for q in queries)

@@ -22,7 +22,7 @@ from rollout.analysis._results import AnalysisContext, Verdict
 from rollout.analysis._source import MetricSource
 from tests.fakes.metrics import FakeMetricSource
 from tests.support.procs import free_port
-from tests.support.prom import Exporter, PrometheusServer, ScrapeTarget
+from tests.support.prom import Exporter, PrometheusServer, scraped
 
 INTERVAL_S = 10.0
 LABELS = {"namespace": "models", "isvc": "demo"}
@@ -36,16 +36,8 @@ def prometheus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrometheusS
         Exporter(workdir, version="v2", role="canary", latency_ms=60, error_every=20),
         Exporter(workdir, version="v3", role="canary", latency_ms=20, error_every=100),
     ]
-    try:
-        for exporter in exporters:
-            exporter.wait_ready()
-        targets = [ScrapeTarget(e.address, LABELS) for e in exporters]
-        with PrometheusServer(targets, workdir) as server:
-            server.wait_for_history(INTERVAL_S + 1, targets=len(exporters))
-            yield server
-    finally:
-        for exporter in exporters:
-            exporter.stop()
+    with scraped(exporters, workdir, [LABELS], INTERVAL_S + 1) as server:
+        yield server
 
 
 @pytest.fixture

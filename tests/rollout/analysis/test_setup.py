@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from registry import TASKS
 from rollout import AnalysisSpecError, RolloutError, SourceUnreachableError
 from rollout.analysis import AnalysisContext, analysis_spec, prepare_analysis
-from rollout.analysis._analysis import DEFAULT_ANALYSIS
+from rollout.analysis._analysis import DEFAULT_ANALYSIS, TASK_DEFAULTS
 from tests.support import free_port
 
 STORED = 'metrics:\n  - name: stored-up\n    query: up{version="{version}"}\n    max: 1\n'
@@ -24,6 +25,27 @@ def test_a_file_beats_the_stored_spec_which_beats_the_defaults(tmp_path: Path) -
     assert [m.name for m in stored.metrics] == ["stored-up"]
     assert stored.source == "the analysis stored on x"
     assert analysis_spec().source == DEFAULT_ANALYSIS
+
+
+def test_the_canary_task_picks_the_default_and_llm_gets_the_generative_one() -> None:
+    llm = analysis_spec(task="llm")
+    assert llm.source == "default_analysis_llm.yaml"
+    assert [m.name for m in llm.metrics] == ["error-rate", "throttle-rate", "ttft-p99",
+                                             "tpot-p99"]
+    for task in (*(t for t in TASKS if t != "llm"), None, "no-such-task"):
+        classic = analysis_spec(task=task)
+        assert classic.source == DEFAULT_ANALYSIS, task
+        assert [m.name for m in classic.metrics] == ["error-rate", "throttle-rate",
+                                                     "p99-latency"]
+    assert set(TASK_DEFAULTS) <= set(TASKS)  # every mapped task is one the registry takes
+
+
+def test_a_file_or_a_stored_spec_beats_the_task(tmp_path: Path) -> None:
+    path = tmp_path / "slo.yaml"
+    path.write_text(STORED.replace("stored-up", "file-up"))
+    assert [m.name for m in analysis_spec(path, task="llm").metrics] == ["file-up"]
+    stored = analysis_spec(None, stored=STORED, task="llm")
+    assert [m.name for m in stored.metrics] == ["stored-up"]
 
 
 def test_a_bad_stored_spec_is_named_in_the_error() -> None:

@@ -14,15 +14,17 @@ flags, github.com/kserve/kserve ``cmd/manager/main.go``, github.com/kedacore/ked
 from tests.support.cluster._binaries import Binaries, binaries
 from tests.support.cluster._cluster import Cluster, start_cluster
 from tests.support.cluster._controlplane import ControlPlane, write_kubeconfig
-from tests.support.cluster._gateway import GatewayStandIn
+from tests.support.cluster._knative import KnativeServing
 from tests.support.cluster._kserve import KServe, config_with, shipped_config
+from tests.support.cluster._networking import NetworkingStandIn
 
 __all__ = [
     "Binaries",
     "Cluster",
     "ControlPlane",
-    "GatewayStandIn",
     "KServe",
+    "KnativeServing",
+    "NetworkingStandIn",
     "binaries",
     "config_with",
     "shipped_config",

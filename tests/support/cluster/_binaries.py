@@ -35,8 +35,27 @@ class Binaries:
         """A file of KServe's ``config/`` as its module ships it (build.sh copies
         ``inferenceservice.yaml``, the webhooks' ``manifests.yaml``, ``default.yaml`` of
         the storage containers)."""
-        found = self.folder / "kserve-config" / name
-        if not found.is_file():
+        return self._shipped("kserve-config", name)
+
+    def knative_config(self, folder: str) -> list[Path]:
+        """Knative Serving's shipped ``configmaps`` (config/core/configmaps, with
+        knative.dev/networking's config-network.yaml) or ``webhooks``
+        (config/core/webhooks), as build.sh copies them."""
+        found = sorted(self._shipped("knative-config", folder).glob("*.yaml"))
+        if not found:
+            raise FileNotFoundError(f"no Knative {folder} in {self.folder}: run `make setup`")
+        return found
+
+    def kwok_stages(self) -> tuple[Path, list[Path]]:
+        """KWOK's Stage CRD and its default Stages (``kustomize/stage/node/fast``,
+        ``node/heartbeat-with-lease``, ``pod/fast``), which its ``--enable-crds=Stage``
+        mode reads from the cluster instead of its built-in copies."""
+        crd = self._shipped("kwok", "kwok.x-k8s.io_stages.yaml")
+        return crd, sorted(self._shipped("kwok", "stages").glob("*.yaml"))
+
+    def _shipped(self, *parts: str) -> Path:
+        found = self.folder.joinpath(*parts)
+        if not found.exists():
             raise FileNotFoundError(f"{found} is missing: run `make setup`")
         return found
 

@@ -1,5 +1,6 @@
-"""One test cluster: the control plane, KServe on it, the gateway stand-in, and how a
-test gets a namespace of its own with modelctl's manifests applied.
+"""One test cluster: the control plane, KServe, Knative Serving and KEDA on it, the
+networking stand-ins, and how a test gets a namespace of its own with modelctl's
+manifests applied.
 
 Source: the Gateway KServe's HTTPRoutes name is ``kserveIngressGateway`` of its shipped
 ``config/configmap/inferenceservice.yaml`` (github.com/kserve/kserve v0.20.0); the
@@ -22,9 +23,10 @@ from kubernetes import config
 from rollout.backends._kserve._kube import KubeClient
 from tests.support.cluster._binaries import ROOT, binaries
 from tests.support.cluster._controlplane import ControlPlane, write_kubeconfig
-from tests.support.cluster._gateway import GatewayStandIn
 from tests.support.cluster._keda import start_keda
+from tests.support.cluster._knative import KnativeServing
 from tests.support.cluster._kserve import GATEWAY, KServe
+from tests.support.cluster._networking import NetworkingStandIn
 
 MANIFESTS = ROOT / "manifests"
 # What a Standard-mode canary needs of KServe's shipped config (docs/ROLLOUT.md).
@@ -36,7 +38,8 @@ _counter = itertools.count(1)
 class Cluster:
     plane: ControlPlane
     kserve: KServe
-    gateway: GatewayStandIn
+    knative: KnativeServing
+    networking: NetworkingStandIn
     namespaces: list[str] = field(default_factory=list)
     started_in_s: float = 0.0
 
@@ -90,7 +93,7 @@ class Cluster:
                           namespace=namespace)
 
     def stop(self) -> None:
-        self.gateway.stop()
+        self.networking.stop()
         self.plane.stop()
 
 
@@ -118,13 +121,14 @@ def start_cluster(workdir: Path) -> Cluster:
     plane = ControlPlane(workdir, binaries()).start()
     try:
         kserve = KServe(plane, binaries(), GATEWAY_API).install()
+        knative = KnativeServing(plane, binaries()).install()
         start_keda(plane, binaries())
         api = config.new_client_from_config(config_file=str(plane.admin_kubeconfig))
-        gateway = GatewayStandIn(api).start()
+        networking = NetworkingStandIn(api).start()
     except BaseException:
         plane.stop()
         raise
-    cluster = Cluster(plane=plane, kserve=kserve, gateway=gateway)
+    cluster = Cluster(plane=plane, kserve=kserve, knative=knative, networking=networking)
     try:
         _apply_platform(cluster)
     except BaseException:

@@ -80,6 +80,7 @@ class ControlPlane:
             self._start_controllers()
             self.wait_for_namespace("default", START_TIMEOUT_S)
             self.add_node("kwok-node-0")
+            self.add_node("kwok-gpu-node-0", gpus=8)
         except BaseException:
             self.stop()
             raise
@@ -131,7 +132,7 @@ class ControlPlane:
             "--service-account-signing-key-file", str(self.sa_key.key),
             "--service-account-issuer", "https://kubernetes.default.svc.cluster.local",
             "--authorization-mode", "Node,RBAC",
-            "--enable-admission-plugins", "NodeRestriction",
+            "--enable-admission-plugins", "NodeRestriction,ExtendedResourceToleration",
             "--service-cluster-ip-range", SERVICE_CIDR,
             "--enable-aggregator-routing=true", "--allow-privileged=true",
             "--requestheader-client-ca-file", str(self.pki.ca.cert),
@@ -157,6 +158,7 @@ class ControlPlane:
             "--horizontal-pod-autoscaler-sync-period", "5s"])
         scheduler = self._spawn("kube-scheduler", self._component_args("kube-scheduler",
                                                                       scheduler_port))
+        self._apply_stages()
         kwok_serving = self.pki.issue("kwok", common="kwok", server_names=("127.0.0.1",))
         kwok = self._spawn("kwok", [
             str(self.binaries.path("kwok")), "--kubeconfig", str(self.admin_kubeconfig),
@@ -166,7 +168,7 @@ class ControlPlane:
             "--server-address", f"127.0.0.1:{free_port()}",
             "--tls-cert-file", str(kwok_serving.cert),
             "--tls-private-key-file", str(kwok_serving.key),
-            "--node-lease-duration-seconds", "40"])
+            "--node-lease-duration-seconds", "40", "--enable-crds=Stage"])
         # Their /healthz is open to anyone (--authorization-always-allow-paths' default),
         # served with a certificate each made for itself; KWOK's liveness shows in the
         # node it keeps Ready (add_node).
@@ -174,6 +176,15 @@ class ControlPlane:
             self._wait_healthy(proc, f"https://127.0.0.1:{port}/healthz", tls=False)
         if kwok.poll() is not None:
             raise RuntimeError(f"kwok exited with {kwok.poll()}:\n{kwok.output_tail()}")
+
+    def _apply_stages(self) -> None:
+        """KWOK's own default Stages as objects, so a test can add one (``add_stage``)."""
+        crd, stages = self.binaries.kwok_stages()
+        self.kubectl("apply", "--server-side", "-f", str(crd))
+        self.kubectl("wait", "--for=condition=Established", "--timeout=60s",
+                     "crd/stages.kwok.x-k8s.io")
+        for path in stages:
+            self.kubectl("apply", "--server-side", "-f", str(path))
 
     def _component_args(self, name: str, port: int) -> list[str]:
         """What kube-controller-manager and kube-scheduler share: the admin kubeconfig for
@@ -221,15 +232,25 @@ class ControlPlane:
         wait_for(lambda: self.kubectl("get", "namespace", name, check=False).returncode == 0,
                  timeout_s=timeout_s, interval_s=0.2, what=f"namespace {name}")
 
-    def add_node(self, name: str) -> None:
-        """A Node KWOK keeps Ready: plenty of room, no taints."""
+    def add_node(self, name: str, *, gpus: int = 0) -> None:
+        """A Node KWOK keeps Ready with plenty of room. ``gpus``: it also advertises
+        ``nvidia.com/gpu`` as NVIDIA's device plugin does, carries the label NVIDIA's GPU
+        feature discovery sets (``nvidia.com/gpu.present``) and the taint GPU node pools
+        carry (``nvidia.com/gpu:NoSchedule``), so only pods that ask for one land there."""
         room = {"cpu": "64", "memory": "512Gi", "pods": "250"}
+        labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
+                  "kubernetes.io/arch": "amd64", "type": "kwok"}
+        spec: dict[str, Any] = {}
+        if gpus:
+            room["nvidia.com/gpu"] = str(gpus)
+            labels["nvidia.com/gpu.present"] = "true"
+            spec["taints"] = [{"key": "nvidia.com/gpu", "value": "present",
+                               "effect": "NoSchedule"}]
         self.apply([{
             "apiVersion": "v1", "kind": "Node",
             "metadata": {"name": name, "annotations": {NODE_ANNOTATION: "fake"},
-                         "labels": {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux",
-                                    "kubernetes.io/arch": "amd64", "type": "kwok"}},
-            "status": {"allocatable": room, "capacity": room},
+                         "labels": labels},
+            "spec": spec, "status": {"allocatable": room, "capacity": room},
         }], server_side=False)
         ready = "jsonpath={.status.conditions[?(@.type==\"Ready\")].status}"
         wait_for(lambda: self.kubectl("get", "node", name, "-o", ready,

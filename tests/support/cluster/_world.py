@@ -43,6 +43,7 @@ class RealWorld:
     kube: KubeClient  # as modelctl-rollout
     admin: KubeClient  # as cluster-admin
     watchers: list[Watcher] = field(default_factory=list)
+    stages: list[str] = field(default_factory=list)
 
     def uri(self, version: int) -> str:
         return self.registry.storage_uri(MODEL, version)
@@ -88,8 +89,10 @@ class RealWorld:
                                     check=False)
         return json.loads(done.stdout) if done.returncode == 0 else None
 
-    def names(self, kind: str) -> set[str]:
-        out = self.cluster.kubectl("get", kind, "-n", self.namespace, "-o",
+    def names(self, kind: str, selector: str | None = None) -> set[str]:
+        """The names of this namespace's objects of ``kind`` (with ``selector``'s labels)."""
+        labels = ["-l", selector] if selector else []
+        out = self.cluster.kubectl("get", kind, "-n", self.namespace, *labels, "-o",
                                    "jsonpath={.items[*].metadata.name}").stdout
         return set(out.split())
 
@@ -104,9 +107,78 @@ class RealWorld:
         self.watchers.append(watcher)
         return watcher.start()
 
+    def fail_storage(self, uri: str) -> None:
+        """From now on, pods whose storage initializer fetches ``uri`` never start: a
+        KWOK Stage (weight 1, so it wins over the default ``pod-ready``, weight 0: KWOK
+        ``pkg/utils/lifecycle/lifecycle.go`` ``Match``) gives them what a kubelet shows
+        for an init container that keeps failing (``CrashLoopBackOff``, ``Initialized``
+        False). KServe names the URI in the pod template's ``storage-initializer-sourceuri``
+        annotation (``pkg/controller/v1beta1/inferenceservice/components/predictor.go``),
+        which its injector reads (``pkg/webhook/admission/pod/
+        storage_initializer_injector.go``)."""
+        name = f"storage-fails-{self.namespace}-{len(self.stages)}"
+        self.cluster.apply([storage_failure_stage(name, uri)])
+        self.stages.append(name)
+
     def close(self) -> None:
         for watcher in self.watchers:
             watcher.stop()
+        for name in self.stages:
+            self.cluster.kubectl("delete", "stage.kwok.x-k8s.io", name, "--ignore-not-found")
+
+
+SOURCE_URI = "internal.serving.kserve.io/storage-initializer-sourceuri"
+_FAILING_STATUS = """\
+{{ $now := Now }}
+conditions:
+- {type: PodScheduled, status: "True", lastTransitionTime: {{ $now | Quote }}}
+- {type: Initialized, status: "False", reason: ContainersNotInitialized,
+   lastTransitionTime: {{ $now | Quote }}}
+- {type: ContainersReady, status: "False", reason: ContainersNotReady,
+   lastTransitionTime: {{ $now | Quote }}}
+- {type: Ready, status: "False", reason: ContainersNotReady,
+   lastTransitionTime: {{ $now | Quote }}}
+initContainerStatuses:
+{{ range .spec.initContainers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 3
+  lastState: {terminated: {exitCode: 1, reason: Error}}
+  state: {waiting: {reason: CrashLoopBackOff}}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  restartCount: 0
+  state: {waiting: {reason: PodInitializing}}
+{{ end }}
+hostIP: {{ NodeIPWith .spec.nodeName | Quote }}
+podIP: POD_IP
+phase: Pending
+startTime: {{ $now | Quote }}
+""".replace("POD_IP", '{{ PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) '
+            '( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) '
+            "| Quote }}")  # as KWOK's pod-ready writes it
+
+
+def storage_failure_stage(name: str, uri: str) -> dict[str, Any]:
+    """A KWOK Stage for pods whose storage initializer fetches ``uri`` (selected as KWOK's
+    ``pod-ready`` selects: not deleted, no pod IP yet)."""
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name},
+        "spec": {
+            "resourceRef": {"apiGroup": "v1", "kind": "Pod"}, "weight": 1,
+            "selector": {"matchExpressions": [
+                {"key": ".metadata.deletionTimestamp", "operator": "DoesNotExist"},
+                {"key": ".status.podIP", "operator": "DoesNotExist"},
+                {"key": f'.metadata.annotations["{SOURCE_URI}"]', "operator": "In",
+                 "values": [uri]}]},
+            "next": {"statusTemplate": _FAILING_STATUS},
+        },
+    }
 
 
 class Watcher:
@@ -136,8 +208,10 @@ class Watcher:
         self._thread.join(timeout=5)
 
 
-def make_real_world(cluster: Cluster, tmp: Path, versions: int = 3) -> RealWorld:
-    namespace = cluster.new_namespace()
+def make_real_world(cluster: Cluster, tmp: Path, versions: int = 3,
+                    namespace: str | None = None) -> RealWorld:
+    """A world in ``namespace`` (made by ``Cluster.new_namespace``), or in a new one."""
+    namespace = namespace or cluster.new_namespace()
     return RealWorld(cluster=cluster, namespace=namespace,
                      registry=push_versions(tmp, versions),
                      kube=cluster.rollout_client(namespace, tmp),

@@ -136,9 +136,10 @@ def _the_serving_dashboard_shows_the_queue(state: dict[str, Any]) -> None:
     board = load("modelctl-serving")
     end = time.time()
     chosen = {"namespace": "local", "isvc": NAME, "model": NAME, "version": ALL, "role": ALL}
-    # A queue stack runs no multi-model predictor, and fixed-latency pads no tokens.
+    # A queue stack runs no multi-model predictor and no LLM, and fixed-latency pads no
+    # tokens.
     padding = ("Batch cap and padding", "{{model}}@{{version}} {{role}} padding")
-    absent = queries_in(board, rows=("Multi-model",), panels=[padding])
+    absent = queries_in(board, rows=("Multi-model", "LLM"), panels=[padding])
     assert no_data(board, prom, chosen, end - 600, end, step_s=2.0) == absent
 
 

@@ -11,8 +11,9 @@ with ``--target local`` and the shipped analysis (4 s intervals, steps 20,50):
    numbers that decided it;
 3. the same version answering 5% of requests with 500 is rolled back;
 
-and, last, every query of the shipped Grafana dashboards runs against what they left
-in Prometheus.
+and, last, every query of the shipped Grafana dashboards runs against what the first two
+left in Prometheus. Each rehearsal is a module-scoped fixture, run once by the first test
+that asks for it, so any one test runs alone (``-k``) with the data it needs.
 
 In every one, the load sees no failure the rollout caused: no connection errors,
 timeouts, 502/503/504; every request nginx logged went to one predictor, without a
@@ -137,9 +138,21 @@ def _no_failures_caused_by_the_rollout(r: Rehearsal, *, canary_500s: bool = Fals
     assert by_route[("canary", 500)] == counts.get("500", 0)
 
 
+@pytest.fixture(scope="module")
+def promoted(dev_cli: DevCli, env: str) -> Rehearsal:
+    """Rehearsal 1: a canary that behaves like stable."""
+    return _rehearse(dev_cli, load_s=30)
+
+
+@pytest.fixture(scope="module")
+def slow(dev_cli: DevCli, env: str) -> Rehearsal:
+    """Rehearsal 2: the same version with 100 ms of injected latency."""
+    return _rehearse(dev_cli, "inject_latency_ms=100", load_s=30)
+
+
 def test_a_good_canary_is_promoted_and_the_stable_alias_moves(dev_cli: DevCli,
-                                                               env: str) -> None:
-    r = _rehearse(dev_cli, load_s=30)
+                                                               promoted: Rehearsal) -> None:
+    r = promoted
     assert r.run_code == 0, r.explain()
     steps = [d["numbers"].get("to_pct") for d in r.history if d["kind"] == "StepAdvanced"]
     assert steps == [50] and r.kinds()[0] == "RolloutStarted" and r.kinds()[-1] == "Promoted"
@@ -159,9 +172,9 @@ def test_a_good_canary_is_promoted_and_the_stable_alias_moves(dev_cli: DevCli,
     _no_failures_caused_by_the_rollout(r)
 
 
-def test_a_slow_canary_is_rolled_back_within_two_intervals(dev_cli: DevCli, env: str,
+def test_a_slow_canary_is_rolled_back_within_two_intervals(dev_cli: DevCli, slow: Rehearsal,
                                                           tmp_path: Path) -> None:
-    r = _rehearse(dev_cli, "inject_latency_ms=100", load_s=30)
+    r = slow
     assert r.run_code == 1, r.explain()  # rolled back
     assert r.kinds() == ["RolloutStarted", "CanaryReady", "AnalysisFailed", "RollbackStarted",
                          "RolledBack"], r.explain()
@@ -259,10 +272,12 @@ def _components(dev_cli: DevCli) -> list[str]:
     return [c["name"] for c in dev_cli.json("dev", "status", MODEL)["components"]]
 
 
-def test_the_dashboards_show_the_rehearsals(dev_cli: DevCli, env: str) -> None:
+def test_the_dashboards_show_the_rehearsals(dev_cli: DevCli, promoted: Rehearsal,
+                                            slow: Rehearsal) -> None:
     """Every panel query of both shipped dashboards, as Grafana would send it, over what
-    the rehearsals above left in the environment's Prometheus: each one parses and runs;
-    each returns data except those of modes this environment does not run."""
+    the promoted and the slow rehearsal left in the environment's Prometheus: each one
+    parses and runs; each returns data except those of modes this environment does not
+    run."""
     state = state_of(dev_cli.state_dir, MODEL)
     prom = Prometheus(f"http://127.0.0.1:{state['prometheus_port']}", scrape_s=1.0)
     end = time.time()
@@ -274,9 +289,9 @@ def test_the_dashboards_show_the_rehearsals(dev_cli: DevCli, env: str) -> None:
     assert offered["namespace"] == ["local"] and offered["isvc"] == [MODEL]
     assert offered["model"] == [MODEL] and set(offered["role"]) == {"stable", "canary"}
     assert {"1", "2"} <= set(offered["version"])
-    # In-process, fixed-latency: no tokens to pad, no multi-model or queue series.
+    # In-process, fixed-latency: no tokens to pad, no multi-model, queue or LLM series.
     padding = ("Batch cap and padding", "{{model}}@{{version}} {{role}} padding")
-    absent = queries_in(serving, rows=("Multi-model", "Queue mode"), panels=[padding])
+    absent = queries_in(serving, rows=("Multi-model", "Queue mode", "LLM"), panels=[padding])
     assert no_data(serving, prom, chosen, start, end, step_s=2.0) == absent
 
     rollouts = load("modelctl-rollouts")

@@ -186,6 +186,67 @@ def test_a_canary_entry_names_the_model_format_the_crd_requires(world: RealWorld
     assert stored.get("modelFormat"), stored
 
 
+def _route_at(isvc: str, service: str, pct: int) -> dict[str, Any]:
+    """The HTTPRoute a KServe with canary weights writes (kserve#5912, after v0.20.0,
+    which writes none): the decision's input only, since v0.20.0 cannot get there."""
+    return {"spec": {"rules": [{"backendRefs": [
+        {"name": f"{isvc}-predictor", "weight": 100 - pct},
+        {"name": service, "weight": pct}]}]}}
+
+
+def _replicasets_of(world: RealWorld, deployment: str) -> set[str]:
+    listed = json.loads(world.cluster.kubectl("get", "replicasets", "-n", world.namespace,
+                                              "-o", "json").stdout)["items"]
+    return {r["metadata"]["name"] for r in listed
+            if any(o.get("name") == deployment
+                   for o in r["metadata"].get("ownerReferences") or [])}
+
+
+def test_a_promoted_canary_runs_on_as_it_ran(world: RealWorld) -> None:
+    """Case 6: promoting an adopted canary entry with args of its own (``--role=canary``
+    here) makes the stable run exactly what the canary ran, so KServe keeps the canary's
+    Deployment as the stable's without rolling it again (one ReplicaSet throughout)."""
+    from rollout._state import RolloutState
+    from rollout.backends._interface import Promote
+    from rollout.backends._kserve import _standard as standard
+    from rollout.backends._kserve._state_store import StateStore
+
+    manifest = world.isvc_manifest("adopt")
+    manifest["spec"]["canary"] = [{"trafficPercent": 0, "predictor": {
+        "name": "v2", "minReplicas": 1,
+        "model": {"name": "kserve-container", "modelFormat": {"name": "modelctl"},
+                  "storageUri": world.uri(2), "args": ["--role=canary"]}}}]
+    world.create(manifest)
+    _start(world, "adopt")
+    wait_for(lambda: _available(world, "adopt-v2-predictor") >= 1, timeout_s=60.0,
+             what="the adopted canary's pod")
+    before = _replicasets_of(world, "adopt-v2-predictor")
+    assert len(before) == 1, before
+
+    def promote_once() -> bool:
+        stored = StateStore(world.admin, world.namespace, "adopt").read().state
+        assert isinstance(stored, RolloutState)
+        obj = world.isvc("adopt")
+        seen = standard.Seen(
+            isvc=obj, stable_deployment=world.get("deployment", "adopt-predictor"),
+            canary_deployment=world.get("deployment", "adopt-v2-predictor"),
+            route=_route_at("adopt", standard.service_name("adopt", "v2"), 100))
+        spec = standard.spec_for(seen, Promote(), stored)
+        if spec:
+            world.kube.patch_isvc(world.namespace, "adopt", {"spec": spec})
+        return spec.get("canary", ()) is None  # step 2 sent: the canary is the predictor
+
+    wait_for(promote_once, timeout_s=90.0, interval_s=1.0, what="the promotion's last step")
+    world.wait_isvc("adopt", lambda o: is_ready(o) and o["spec"]["predictor"].get("name")
+                    == "v2" and not o["spec"].get("canary"), "promoted and Ready")
+    wait_for(lambda: world.get("deployment", "adopt-predictor") is None, timeout_s=60.0,
+             what="the old stable's Deployment deleted as an orphan")
+    time.sleep(2.0)  # time for a roll to show, were there one
+    assert _replicasets_of(world, "adopt-v2-predictor") == before
+    args = world.isvc("adopt")["spec"]["predictor"]["model"].get("args")
+    assert args == ["--role=canary"], args
+
+
 def _without_format(entry: dict[str, Any]) -> dict[str, Any]:
     model = {k: v for k, v in entry["predictor"]["model"].items() if k != "modelFormat"}
     return {**entry, "predictor": {**entry["predictor"], "model": model}}

@@ -153,3 +153,20 @@ def test_a_newer_version_loads_beside_the_old_one_which_serves_until_it_is_ready
     assert multi.index()["r"]["version"] == str(version)
     assert multi.metric("modelctl_requests_total", model="r", version=str(version),
                         code="200") == 1
+
+
+def test_each_model_answers_for_its_own_version_resident_or_not(
+        tmp_path: Path, start_multi: Callable[..., Multi]) -> None:
+    models = fill_models_dir(tmp_path, {"a": {"latency_ms": 5}, "b": {"latency_ms": 5}})
+    multi = start_multi(models, "--memory_budget_mb", "20")
+    base = f"{multi.url}/v2/models"
+    cold = httpx.get(f"{base}/a/versions/1/ready", timeout=10)
+    assert cold.status_code == 503, cold.text  # its version, not resident: KServe's answer
+    assert httpx.get(f"{base}/a/versions/2/ready", timeout=10).status_code == 404
+    body = {"inputs": [{"name": "input", "datatype": "BYTES", "shape": [1], "data": ["x"]}]}
+    served = httpx.post(f"{base}/a/versions/1/infer", json=body, timeout=30)
+    assert served.status_code == 200 and served.json()["model_version"] == "1", served.text
+    assert httpx.get(f"{base}/a/versions/1", timeout=10).json()["versions"] == ["1"]
+    other = httpx.post(f"{base}/b/infer?model_version=7", json=body, timeout=30)
+    assert other.status_code == 404 and "serves version 1" in other.json()["error"]
+    assert multi.states() == {"a": "READY", "b": "UNAVAILABLE"}  # the 404 loaded nothing

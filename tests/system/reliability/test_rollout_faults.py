@@ -34,7 +34,7 @@ from rollout.backends import KServeBackend, KubeClient
 from tests.fakes.analyzer import ScriptedAnalyzer
 from tests.fakes.clock import FakeClock
 from tests.support import ManagedProcess, free_port, wait_for
-from tests.support.prom import Exporter, PrometheusServer, ScrapeTarget
+from tests.support.prom import Exporter, PrometheusServer, scraped
 from tests.support.rollout_world import ISVC, MODEL, NAMESPACE, World, make_world
 from tests.system.reliability._support import ROOT, add, record, scaled
 
@@ -284,17 +284,8 @@ def metrics_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Promethe
     exporters = [Exporter(workdir, model=MODEL, version=str(v), role="canary", latency_ms=20,
                           error_every=BAD if v in (3, 5) else GOOD, rps=100)
                  for v in range(1, scaled(4, 6))]
-    try:
-        for exporter in exporters:
-            exporter.wait_ready()
-        targets = [ScrapeTarget(e.address, {"namespace": NAMESPACE, "isvc": ISVC})
-                   for e in exporters]
-        with PrometheusServer(targets, workdir) as server:
-            server.wait_for_history(3, targets=len(exporters))
-            yield server
-    finally:
-        for exporter in exporters:
-            exporter.stop()
+    with scraped(exporters, workdir, [{"namespace": NAMESPACE, "isvc": ISVC}], 3) as server:
+        yield server
 
 
 def test_rollout_run_killed_at_random_points_resumes_to_a_consistent_end(

@@ -1,8 +1,8 @@
 """``modelctl rollout``: move traffic to a new model version step by step, or back.
 
 This module holds the group and the commands that start and read a rollout;
-``cli/_rollout_verbs.py`` the ones that move it, ``cli/_rollout_args.py`` the options
-they share, ``cli/_rollout_view.py`` the rendering.
+``cli/rollout/_verbs.py`` the ones that move it, ``cli/rollout/_args.py`` the options
+they share, ``cli/rollout/_view.py`` the rendering.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import typer
 
 from cli._common import Context, JsonOption, Kubeconfig, Namespace, RegistryOption
 from cli._output import emit
-from cli._rollout_args import (
+from cli.rollout._args import (
     AnalysisFile,
     DryRun,
     Isvc,
@@ -26,8 +26,8 @@ from cli._rollout_args import (
     prometheus_for,
     show,
 )
-from cli._rollout_report import report
-from cli._rollout_verbs import pause, promote, resume, rollback, run
+from cli.rollout._report import report
+from cli.rollout._verbs import pause, promote, resume, rollback, run
 
 if TYPE_CHECKING:
     from rollout import StepResult
@@ -77,7 +77,10 @@ def start(
 
     Sets the registry alias [bold]canary[/bold]. An --analysis file is checked
     (with --prometheus-url, its queries too) before anything is written, and
-    is kept with the rollout, so every later run analyses the same way.
+    is kept with the rollout, so every later run analyses the same way. Without
+    one, the new version's registry task, kept with the rollout too, picks the
+    shipped default (--analysis below): for task llm time to first token and
+    per output token instead of request latency.
 
     Examples:
 
@@ -106,18 +109,21 @@ def start(
         analysis_yaml = analysis.read_text(encoding="utf-8")
     backend = open_backend(isvc, namespace, kubeconfig, context, target, canary_arg)
     reg = open_registry(backend, registry)
+    # Resolved once: the version checked, the task read and the version started agree.
+    resolved = reg.resolve(model, ref)
+    task = reg.manifest(model, resolved).task  # picks the default analysis, kept in the state
     if require_shadow_pass:  # before anything is written anywhere
         from shadow import require_shadow_pass as check_shadow_pass
 
-        check_shadow_pass(reg, model, reg.resolve(model, ref))
+        check_shadow_pass(reg, model, resolved)
     prometheus_url = prometheus_for(backend, prometheus_url)
     checked = None
     if prometheus_url:  # ask Prometheus every query once: a bad one fails here, not later
-        version = str(reg.resolve(model, ref))
+        version = str(resolved)
         ctx = AnalysisContext(backend.namespace, isvc, version, version, plan.interval_s)
-        checked = prepare_analysis(spec or analysis_spec(), prometheus_url, ctx)
-    result = start_rollout(backend, reg, model=model, ref=ref, plan=plan,
-                           analysis_yaml=analysis_yaml, dry_run=dry_run)
+        checked = prepare_analysis(spec or analysis_spec(task=task), prometheus_url, ctx)
+    result = start_rollout(backend, reg, model=model, ref=str(resolved), plan=plan,
+                           analysis_yaml=analysis_yaml, task=task, dry_run=dry_run)
     if checked is not None:  # can the traffic stable serves now ever promote this plan?
         stable = str(result.state.stable_version)
         ctx = AnalysisContext(backend.namespace, isvc, stable, stable, plan.interval_s)
@@ -155,7 +161,7 @@ def status(
 
         modelctl rollout status demo-embed -n modelctl
     """
-    from cli._rollout_view import render_status, status_doc
+    from cli.rollout._view import render_status, status_doc
     from rollout import Engine
 
     seen, state = Engine(open_backend(isvc, namespace, kubeconfig, context, target)).observe()
@@ -178,7 +184,7 @@ def analyze(
 
         modelctl rollout analyze demo-embed --prometheus-url http://localhost:9090
     """
-    from cli._rollout_view import render_analysis
+    from cli.rollout._view import render_analysis
     from rollout import Engine, analysis_context
 
     backend = open_backend(isvc, namespace, kubeconfig, context, target)
@@ -204,7 +210,7 @@ def history(
 
         modelctl rollout history demo-embed --json
     """
-    from cli._rollout_view import render_events, render_history
+    from cli.rollout._view import render_events, render_history
     from rollout import Engine
 
     backend = open_backend(isvc, namespace, kubeconfig, context, target)

@@ -1,5 +1,5 @@
 """``modelctl rollout promote / rollback / pause / resume / run``: the commands that move a
-rollout (``cli/_rollout.py`` registers them on the group)."""
+rollout (``cli/rollout/_group.py`` registers them on the group)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import typer
 
 from cli._common import Context, JsonOption, Kubeconfig, Namespace, RegistryOption
 from cli._output import print_json
-from cli._rollout_args import (
+from cli.rollout._args import (
     EXIT_ROLLED_BACK,
     EXIT_UNFINISHED,
     AnalysisFile,
@@ -187,7 +187,9 @@ def run(
     metrics_port: Annotated[int | None, typer.Option(
         "--metrics-port", help="Serve the rollout's weight, phase and decisions on "
         "/metrics at this port (0: any free one) for Prometheus; --target local does it "
-        "by default, on a free port its Prometheus is told of.", show_default=False)] = None,
+        "by default, on a free port its Prometheus is told of. The run waits up to two "
+        "scrape intervals (31 s on a cluster) for its first and its last scrape.",
+        show_default=False)] = None,
     dry_run: DryRun = False,
     json_out: JsonOption = False,
 ) -> None:
@@ -208,7 +210,7 @@ def run(
             --prometheus-url http://prometheus:9090
     """
     from cli._output import stderr, stdout
-    from cli._rollout_view import Progress, render_step, step_doc
+    from cli.rollout._view import Progress, render_step, step_doc
     from common import parse_duration_s
     from rollout import Engine, new_holder_id
     from rollout import run as run_loop
@@ -251,7 +253,9 @@ def _exported(backend: TrafficBackend, state: RolloutState, port: int | None,
               dry_run: bool) -> Iterator[RolloutExporter]:
     """The run's exporter: serving on ``port`` (a cluster's Job passes one), or for a
     target that can announce it (``--target local``) on a free loopback port; else
-    collecting for nobody. At the end it waits (up to two scrape intervals) until its
+    collecting for nobody. It waits (up to two scrape intervals) until its state has
+    been scraped once before the run decides anything, so that each decision is an
+    increase Prometheus sees (the dashboards' annotations), and at the end until its
     last state has been scraped, so that the final decisions reach Prometheus."""
     from rollout import RolloutExporter
 
@@ -265,9 +269,11 @@ def _exported(backend: TrafficBackend, state: RolloutState, port: int | None,
     served = exporter.serve(port or 0, host="127.0.0.1" if local else "0.0.0.0")
     if local:
         backend.announce_exporter(f"127.0.0.1:{served}")
+    bound_s = 2 * (every or CLUSTER_SCRAPE_S) + 1.0
     try:
+        exporter.wait_scraped(bound_s)
         yield exporter
-        exporter.wait_scraped(2 * (every or CLUSTER_SCRAPE_S) + 1.0)
+        exporter.wait_scraped(bound_s)
     finally:
         if local:
             backend.announce_exporter(None)

@@ -25,9 +25,13 @@ PrometheusUrl = Annotated[str | None, typer.Option(
     "--prometheus-url", envvar="MODELCTL_PROMETHEUS_URL",
     help="Prometheus that scrapes the predictors, e.g. http://prometheus:9090.",
     show_default=False)]
+# The shipped defaults, by the canary's registry task (rollout/analysis/_setup.py picks;
+# tests/rollout/test_cli_rollout_llm.py holds this text to the files' metrics).
 AnalysisFile = Annotated[Path | None, typer.Option(
     "--analysis", help="Analysis YAML (default: the one given to start, else the shipped "
-    "error-rate, p99-latency and throttle-rate checks).", show_default=False)]
+    "default for the canary's registry task, kept at start: for task llm error-rate, "
+    "throttle-rate, ttft-p99 and tpot-p99; for any other error-rate, throttle-rate and "
+    "p99-latency).", show_default=False)]
 DryRun = Annotated[bool, typer.Option(
     "--dry-run", help="Decide and show the change, but write nothing anywhere.")]
 Reason = Annotated[str, typer.Option("--reason", help="Why; recorded in the history and "
@@ -72,19 +76,20 @@ def prometheus_for(backend: TrafficBackend, url: str | None) -> str | None:
 
 def analysis_for(backend: TrafficBackend, state: RolloutState, analysis_file: Path | None,
                  prometheus_url: str | None) -> Analysis:
-    """The analysis of ``state`` (the file given, else the one stored with it), checked
-    against Prometheus before anything changes: unreachable or a bad query exits 2 now."""
+    """The analysis of ``state`` (the file given, else the one stored with it, else the
+    shipped default for its canary's task), checked against Prometheus before anything
+    changes: unreachable or a bad query exits 2 now."""
     from rollout import analysis_context
     from rollout.analysis import analysis_spec, prepare_analysis
 
     url = prometheus_for(backend, prometheus_url)
     spec = analysis_spec(analysis_file, stored=state.analysis_yaml,
-                         stored_source=f"the analysis stored on {state.ref}")
+                         stored_source=f"the analysis stored on {state.ref}", task=state.task)
     return prepare_analysis(spec, url, analysis_context(state))
 
 
 def show(result: StepResult, as_json: bool) -> None:
     """One step's outcome: its JSON document, or its decisions for people."""
-    from cli._rollout_view import render_step, step_doc
+    from cli.rollout._view import render_step, step_doc
 
     emit(step_doc(result), as_json, lambda console: render_step(console, result))

@@ -12,7 +12,7 @@ import typer
 
 from cli._common import Context, JsonOption, Kubeconfig, Namespace
 from cli._output import print_json, stderr
-from cli._rollout_args import (
+from cli.rollout._args import (
     AnalysisFile,
     Isvc,
     PrometheusUrl,
@@ -60,7 +60,7 @@ def report(
     backend = open_backend(isvc, namespace, kubeconfig, context, target)
     _, state = Engine(backend).observe()
     spec = analysis_spec(analysis, stored=state.analysis_yaml,
-                         stored_source=f"the analysis stored on {state.ref}")
+                         stored_source=f"the analysis stored on {state.ref}", task=state.task)
     url = prometheus_for(backend, prometheus_url)
     source = PrometheusSource(url) if url else None
     try:

@@ -1,0 +1,117 @@
+"""An LLM predictor process (task ``llm``): KServe's ModelServer with the LLM routes in front.
+
+KServe's own routes stay: liveness, readiness (``/v2/health/ready``, the pod's probe:
+true while the engine runs and the server is not draining), model metadata and
+``/metrics``. The model's V1 ``:predict`` and V2 ``/infer`` answer 400 pointing at the
+generation routes (``_routes``). SIGTERM drains: readiness goes false, new sequences get
+503, running ones finish within ``--drain_timeout_s``, then the engine stops.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import cache
+from typing import Any
+
+from predictor._artifact import Artifact
+from predictor._config import ServerConfig
+from predictor._errors import BadInput
+from predictor.llm._model import LLMModel, load_llm
+
+logger = logging.getLogger("predictor.llm")
+
+
+@cache
+def _server() -> type[Any]:
+    """The KServe subclasses, built on first use (kserve parses argv on import)."""
+    import kserve
+
+    from predictor._http import PredictorMiddleware
+    from predictor._metrics import PredictorMetrics
+    from predictor._requestlog import RequestLog, RequestLogConfig
+    from predictor._server import _server_class
+    from predictor._versions import VersionRoutes
+    from predictor.llm._routes import LLMRoutes, generation_paths, openai_prefix
+
+    class ServedLLM(kserve.Model):
+        """The model as KServe's repository and health routes see it."""
+
+        def __init__(self, llm: LLMModel) -> None:
+            super().__init__(llm.name)
+            self.llm = llm
+            self.version = llm.version
+            self.ready = True
+
+        async def healthy(self) -> bool:
+            return self.ready and not self.llm.draining and self.llm.engine.healthy()
+
+        async def predict(
+            self, payload: Any, headers: Any = None, response_headers: Any = None
+        ) -> Any:
+            prefix = openai_prefix() or ""
+            raise BadInput(
+                f"model {self.name} generates text: POST /sample (the prompt as the "
+                f"body) or {prefix}/v1/completions and {prefix}/v1/chat/completions"
+            )
+
+    base = _server_class()
+
+    class LLMServer(base):  # type: ignore[misc,valid-type]
+        def __init__(self, config: ServerConfig, llm: LLMModel) -> None:
+            super().__init__(config)
+            self.llm = llm
+            self.served = ServedLLM(llm)
+            self.request_metrics = PredictorMetrics.create(
+                config.model_name, llm.version, config.role
+            )
+
+        def start_llm(self) -> None:
+            self._register_and_check_atleast_one_model_is_ready([self.served])
+            self.serve_app(self._wrap_llm, is_serving=lambda: not self._draining)
+
+        def _wrap_llm(self, app: Any) -> Any:
+            prefix = openai_prefix()
+            return PredictorMiddleware(
+                VersionRoutes(LLMRoutes(app, self.llm, prefix), self.registered_models),
+                max_body_bytes=self.config.max_body_bytes,
+                body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
+                metrics=self.request_metrics,
+                request_log=RequestLog(RequestLogConfig.from_config(self.config)),
+                predict_paths=generation_paths(prefix),
+            )
+
+        async def drain_models(self) -> None:
+            await self.llm.drain(self.config.drain_timeout_s)
+            self.llm.engine.stop()
+
+    return LLMServer
+
+
+def serve_llm(config: ServerConfig, artifact: Artifact) -> int:
+    """Load the LLM of ``artifact``, start its engine and serve it; the process exit code."""
+    if config.queue_role:
+        raise BadInput(
+            "task llm is served in-process only for now: queue mode (--queue_role) "
+            "does not stream tokens yet"
+        )
+    if config.shadow_url or config.capture_uri:
+        raise BadInput(
+            "task llm cannot be mirrored or captured yet: drop --shadow_url and --capture_uri"
+        )
+    if config.torch_threads:
+        import torch
+
+        torch.set_num_threads(config.torch_threads)
+    llm = load_llm(config, artifact.load_dir, str(artifact.version))
+    logger.info(
+        "llm %s: context %d tokens, max_tokens limit %d, default %d",
+        llm.name,
+        llm.context_tokens,
+        llm.max_tokens_limit,
+        llm.default_max_tokens,
+    )
+    try:
+        _server()(config, llm).start_llm()
+    finally:
+        llm.engine.stop()
+    return 0
