@@ -22,6 +22,7 @@ dashboard or an alert written for one reads the other with the prefix changed:
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -113,13 +114,17 @@ class LLMMetrics:
         )
 
 
-_FAMILIES: dict[int, dict[str, Any]] = {}
+# Keyed by the registry itself, held weakly: an ``id()`` is reused once its registry is
+# collected, and a new registry then got the families of a dead one (and none of its own).
+_FAMILIES: weakref.WeakKeyDictionary[CollectorRegistry, dict[str, Any]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _families(registry: CollectorRegistry) -> dict[str, Any]:
-    found = _FAMILIES.get(id(registry))
+    found = _FAMILIES.get(registry)
     if found is None:
-        found = _FAMILIES[id(registry)] = {
+        found = _FAMILIES[registry] = {
             "ttft": Histogram(
                 "modelctl_llm_time_to_first_token_seconds",
                 "Time from a request's arrival to its first output token.",
