@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 import uuid
 from pathlib import Path
@@ -55,15 +56,58 @@ def check_destination(dest: Path) -> None:
         )
 
 
-def _move_into_place(tmp: Path, dest: Path) -> None:
-    check_destination(dest)  # again: something may have appeared while we downloaded
-    if dest.exists() and any(dest.iterdir()):
-        old = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:8]}"
-        dest.rename(old)
-        tmp.rename(dest)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        tmp.rename(dest)  # rename(2) replaces an empty directory atomically
+# Each try either lands our copy or meets another fetch's; a few are plenty.
+_MOVE_TRIES = 8
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _holds(dest: Path, manifest_raw: bytes) -> bool:
+    try:
+        return (dest / MANIFEST_NAME).read_bytes() == manifest_raw
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _move_into_place(tmp: Path, dest: Path, found: tuple[int, int] | None,
+                     manifest_raw: bytes) -> None:
+    """Rename the verified ``tmp`` to ``dest``, replacing ``found`` (what ``dest`` was
+    when the fetch began: an earlier fetch, or nothing).
+
+    Fetches of one version into one place race (``modelctl serve`` processes sharing a
+    cache): a copy of this very version that another fetch put there while we downloaded
+    is kept and ours dropped, since it is verified and may be loading already. Only what
+    was there before is moved aside, and removed once ours is in."""
+    aside: list[Path] = []
+    try:
+        for _ in range(_MOVE_TRIES):
+            check_destination(dest)  # again: something may have appeared while we downloaded
+            try:
+                tmp.rename(dest)  # rename(2) takes the place of a missing or empty directory
+                return
+            except OSError as exc:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise
+            if _identity(dest) != found and _holds(dest, manifest_raw):
+                shutil.rmtree(tmp, ignore_errors=True)
+                return
+            old = dest.parent / f".{dest.name}.old-{uuid.uuid4().hex[:8]}"
+            try:
+                dest.rename(old)
+            except FileNotFoundError:
+                continue  # another fetch moved it aside first
+            aside.append(old)
+        raise RegistryError(f"could not put the fetched version in {dest}: other processes "
+                            f"kept replacing it ({_MOVE_TRIES} tries)")
+    finally:
+        for old in aside:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def fetch_version(
@@ -73,6 +117,7 @@ def fetch_version(
     """Download a version into a temp sibling of ``dest``, verify every file, then
     rename it into place; on any failure the temp directory is removed."""
     check_destination(dest)
+    found = _identity(dest)
     prefix = version_key(manifest.name, manifest.version)
     what = f"{manifest.name}@{manifest.version}"
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +145,7 @@ def fetch_version(
         if problems:
             raise VerificationFailed(what, sorted(problems))
         (tmp / MANIFEST_NAME).write_bytes(manifest_raw)
-        _move_into_place(tmp, dest)
+        _move_into_place(tmp, dest, found, manifest_raw)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -31,3 +31,18 @@ def set_alias_one(
         out.put(("conflict", version, str(exc)))
     else:
         out.put(("won", version, alias))
+
+
+def fetch_rounds(url: str, dest_root: str, rounds: int, barrier: Barrier, out: Any) -> None:
+    """Fetch ``race@1`` into ``dest_root/<round>`` as every worker does the same, released
+    together each round; report the fetches that failed."""
+    reg = Registry.open(url)
+    reg.manifest("race", 1)  # warm the client before the race starts
+    failed = []
+    for number in range(rounds):
+        barrier.wait(timeout=60)
+        try:
+            reg.fetch("race", 1, Path(dest_root) / str(number))
+        except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+            failed.append(f"round {number}: {type(exc).__name__}: {exc}")
+    out.put(("fetched", failed))

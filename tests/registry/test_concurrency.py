@@ -1,5 +1,6 @@
 """Races between separate processes, on local disk and on S3: pushes never share
-a version, and of competing alias changes from one old value exactly one wins."""
+a version, of competing alias changes from one old value exactly one wins, and fetches
+of one version into one place all succeed and leave one intact copy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from registry import Registry
+from registry import Registry, verify_dir
 from tests.registry import _workers
 from tests.registry.conftest import make_source
 
@@ -90,3 +91,23 @@ def test_concurrent_changes_to_different_aliases_all_land(
                    lambda i, barrier, out: (registry_url, f"team-{i}", 1, None, barrier, out))
     assert sorted(r[0] for r in reports) == ["won"] * WORKERS, reports
     assert reg.aliases("race") == {f"team-{i}": 1 for i in range(WORKERS)}
+
+
+FETCH_ROUNDS = 40
+
+
+def test_concurrent_fetches_into_one_place_all_succeed(local_url: str, sample_src: Path,
+                                                       tmp_path: Path) -> None:
+    # `modelctl serve` processes sharing a cache fetch the same version into the same
+    # directory: every one succeeds and one verified copy stays (a rename that lost the
+    # race used to fail with "Directory not empty").
+    reg = Registry.open(local_url)
+    reg.push(sample_src, "race", "fixed-latency")
+    dests = tmp_path / "cache"
+    reports = race(_workers.fetch_rounds,
+                   lambda i, barrier, out: (local_url, str(dests), FETCH_ROUNDS, barrier, out))
+    assert [failed for _, failed in reports] == [[]] * WORKERS, reports
+    manifest = reg.manifest("race", 1)
+    for number in range(FETCH_ROUNDS):
+        assert verify_dir(dests / str(number), manifest) == []
+    assert sorted(p.name for p in dests.iterdir()) == sorted(map(str, range(FETCH_ROUNDS)))
