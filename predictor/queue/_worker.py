@@ -1,22 +1,11 @@
 """The worker role's loop: read requests from the stream, batch them, answer, acknowledge.
 
-Redis facts this relies on (Redis's command documentation):
-
-- ``XREADGROUP GROUP workers <consumer> ... STREAMS key >`` delivers entries never
-  delivered to the group and records them as pending for this consumer until ``XACK``;
-  with ``BLOCK`` it returns on the first entry, so the batching waits are the batch
-  policy's (the worker's own ``Batcher``), not Redis's.
-- ``XGROUP CREATE key workers 0 MKSTREAM`` creates the group reading from the start (and
-  the stream if missing); it fails with BUSYGROUP when the group exists.
-- ``XAUTOCLAIM key group consumer min-idle-time start COUNT n`` transfers pending
-  entries idle longer than min-idle-time, returns a cursor for the next call, and (not
-  being JUSTID) increments each claimed entry's delivery counter. Claiming resets the
-  idle time, so two workers never take the same entry in one claim round.
-- ``XPENDING key group IDLE t start end count`` (the extended form) reports an entry's
-  delivery count: after a claim it says how many times the entry has been delivered.
-- Results are written before ``XACK`` (``ResultStore``: SET NX GET, then PUBLISH and
-  XACK): a worker that dies in between leaves the entry pending, another claims it, and
-  the second SET finds the first result and publishes that (at-least-once, answered once).
+Reading, claiming and dead-lettering are every worker's (``_consumer.StreamConsumer``,
+which cites the Redis commands); this module batches and answers. Results are written
+before ``XACK`` (``ResultStore``: SET NX GET, then PUBLISH and XACK): a worker that dies
+in between leaves the entry pending, another claims it, and the second SET finds the
+first result and publishes that (at-least-once, answered once). Claiming resets an
+entry's idle time, so two workers never take the same entry in one claim round.
 
 The requests of one batch finish in the same turn of the event loop; their answers are
 queued and leave together (``_flush``): two pipelined round trips for the whole batch
@@ -38,7 +27,6 @@ import logging
 import time
 from typing import Any
 
-from predictor._config import ServerConfig
 from predictor._errors import DeadLettered, DeadlineExpired, ItemFailed, PredictorError
 from predictor._model import BatchingModel
 from predictor.batching._device import device_executor
@@ -46,7 +34,8 @@ from predictor.batching._isolation import is_bad_input, is_out_of_memory, run_is
 from predictor.handlers._base import RequestOptions
 from predictor.queue._backpressure import WorkerInfo, depth_of
 from predictor.queue._client import redis_errors
-from predictor.queue._codec import Entry, decode_entry, error_record, ok_record, request_id_of
+from predictor.queue._codec import Entry, decode_entry, error_record, ok_record
+from predictor.queue._consumer import READ_BLOCK_MS, StreamConsumer
 from predictor.queue._keys import QueueKeys
 from predictor.queue._metrics import QueueMetrics
 from predictor.queue._results import Answer, ResultStore
@@ -54,47 +43,33 @@ from predictor.queue._trim import trim_acknowledged
 
 logger = logging.getLogger("predictor.queue")
 
-READ_BLOCK_MS = 500
 INFO_INTERVAL_S = 1.0
 TRIM_EVERY_TICKS = 10  # every 10 s: entries all groups acknowledged leave the stream
 ANSWER_ATTEMPTS = 20  # backing off to 2 s: about half a minute of Redis away
 
 
-class QueueWorker:
+class QueueWorker(StreamConsumer):
     """Serves one model version's stream as consumer ``consumer`` of group ``workers``."""
 
     def __init__(self, model: BatchingModel, client: Any, keys: QueueKeys, consumer: str,
                  *, startup_s: float) -> None:
+        # One batch running, one forming: the rest stays in the stream for other workers.
+        super().__init__(model.config, client, keys, consumer,
+                         room=2 * model.batch_config.max_batch_size)
         self.model = model
-        self.config: ServerConfig = model.config
-        self._client = client
-        self.keys = keys
-        self.consumer = consumer
         self.startup_s = startup_s
         self.metrics = QueueMetrics.create(self.config.model_name, model.version,
                                            self.config.role)
         self._results = ResultStore(client, keys, self.config.queue_result_ttl_s)
         self._device = device_executor()
         self._batcher = model.make_batcher(self._device)
-        cap = model.batch_config.max_batch_size
-        self._prefetch = 2 * cap  # one batch running, one forming: the rest stays for others
-        self._in_hand: dict[str, asyncio.Task[None]] = {}
-        self._room = asyncio.Event()
         self._outbox: list[tuple[Answer, asyncio.Future[None]]] = []
         self._flusher: asyncio.Task[None] | None = None
-        self._stopping = False
         self._loops: list[asyncio.Task[None]] = []
         self.is_ready = False
 
     async def start(self) -> None:
-        import redis.exceptions as rex
-
-        try:
-            await self._client.xgroup_create(self.keys.stream, QueueKeys.GROUP, id="0",
-                                             mkstream=True)
-        except rex.ResponseError as exc:
-            if "BUSYGROUP" not in str(exc):
-                raise
+        await self._create_group()
         await self._batcher.start()
         loop = asyncio.get_running_loop()
         self._loops = [loop.create_task(self._read_loop(), name="queue-read"),
@@ -108,7 +83,7 @@ class QueueWorker:
         """SIGTERM: stop reading and claiming, finish and acknowledge what is in hand."""
         self.is_ready = False
         self._stopping = True
-        self._room.set()
+        self._freed.set()
         reading = [t for t in self._loops if t.get_name() != "queue-info"]
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.gather(*reading, return_exceptions=True),
@@ -126,38 +101,7 @@ class QueueWorker:
             await self._client.hdel(self.keys.workers, self.consumer)
         self._device.shutdown(wait=False)
 
-    # -- reading ---------------------------------------------------------------------------
-    async def _read_loop(self) -> None:
-        while not self._stopping:
-            room = self._prefetch - len(self._in_hand)
-            if room <= 0:
-                self._room.clear()
-                await self._room.wait()
-                continue
-            try:
-                reply = await self._client.xreadgroup(
-                    QueueKeys.GROUP, self.consumer, {self.keys.stream: ">"}, count=room,
-                    block=READ_BLOCK_MS)
-            except redis_errors() as exc:
-                logger.warning("XREADGROUP failed (%s); retrying", type(exc).__name__)
-                await asyncio.sleep(0.5)
-                continue
-            for _stream, entries in reply or []:
-                for entry_id, fields in entries:  # taken even when stopping: they are ours
-                    self._take(entry_id, fields, alone=False)
-
-    def _take(self, entry_id: Any, fields: Any, *, alone: bool) -> asyncio.Task[None]:
-        key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        task = asyncio.get_running_loop().create_task(self._serve(key, fields, alone))
-        self._in_hand[key] = task
-
-        def done(_: Any) -> None:
-            self._in_hand.pop(key, None)
-            self._room.set()
-
-        task.add_done_callback(done)
-        return task
-
+    # -- serving ---------------------------------------------------------------------------
     async def _serve(self, entry_id: str, fields: Any, alone: bool) -> None:
         try:
             entry = decode_entry(fields)
@@ -232,70 +176,24 @@ class QueueWorker:
                 return
         # Left pending: another worker claims them after the claim timeout.
 
-    # -- claiming --------------------------------------------------------------------------
-    async def _claim_loop(self) -> None:
-        idle_ms = self.config.queue_claim_timeout_ms
-        poll_s = min(1.0, max(0.05, idle_ms / 4000.0))
-        cursor: Any = "0-0"
-        while not self._stopping:
-            try:
-                cursor, claimed, *_deleted = await self._client.xautoclaim(
-                    self.keys.stream, QueueKeys.GROUP, self.consumer, idle_ms,
-                    start_id=cursor, count=1)
-            except redis_errors() as exc:
-                logger.warning("XAUTOCLAIM failed (%s)", type(exc).__name__)
-                await asyncio.sleep(poll_s)
-                continue
-            if not claimed:
-                if cursor in (b"0-0", "0-0"):
-                    await asyncio.sleep(poll_s)
-                continue
-            entry_id, fields = claimed[0]
-            key = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-            if key in self._in_hand:
-                continue  # our own, still queued here: claim timeout too short for the load
-            self.metrics.claims.labels(**self.metrics.labels).inc()
-            deliveries = await self._deliveries(key)
-            if deliveries > self.config.queue_max_deliveries:
-                await self._dead_letter(key, fields, deliveries)
-                continue
-            self.metrics.redeliveries.labels(**self.metrics.labels).inc()
-            logger.info("claimed %s (delivery %d): running it alone", key, deliveries)
-            # One suspect at a time. Shielded: stop() cancels this loop when it lingers,
-            # and cancelling it must not cancel the request in hand (stop() waits for it).
-            await asyncio.shield(self._take(key, fields, alone=True))
+    # -- claimed and dead-lettered entries ---------------------------------------------------
+    async def _claimed(self, entry_id: str, fields: Any, deliveries: int) -> None:
+        self.metrics.claims.labels(**self.metrics.labels).inc()
+        self.metrics.redeliveries.labels(**self.metrics.labels).inc()
+        logger.info("claimed %s (delivery %d): running it alone", entry_id, deliveries)
+        # One suspect at a time. Shielded: stop() cancels the claim loop when it lingers,
+        # and cancelling it must not cancel the request in hand (stop() waits for it).
+        await asyncio.shield(self._take(entry_id, fields, alone=True))
 
-    async def _deliveries(self, entry_id: str) -> int:
-        try:
-            rows = await self._client.xpending_range(self.keys.stream, QueueKeys.GROUP,
-                                                     entry_id, entry_id, 1)
-        except redis_errors():
-            return 0
-        return int(rows[0]["times_delivered"]) if rows else 0
+    async def _answer_dead(self, request_id: str, fields: Any, entry_id: str,
+                           error: DeadLettered) -> None:
+        reply = fields.get(b"reply_to") or fields.get("reply_to") or b""
+        reply_to = reply.decode() if isinstance(reply, bytes) else reply
+        await self._results.deliver_all([Answer(request_id, reply_to,
+                                                error_record(request_id, error), entry_id)])
 
-    async def _dead_letter(self, entry_id: str, fields: Any, deliveries: int) -> None:
-        request_id = request_id_of(fields)
-        dead = {**fields, "original_id": entry_id, "deliveries": str(deliveries),
-                "dead_lettered_by": self.consumer}
-        try:
-            await self._client.xadd(self.keys.dead, dead)
-            if request_id is not None:
-                reply = fields.get(b"reply_to") or fields.get("reply_to") or b""
-                reply_to = reply.decode() if isinstance(reply, bytes) else reply
-                message = (f"request {request_id} was dead-lettered after {deliveries} "
-                           f"deliveries (the limit is {self.config.queue_max_deliveries}): "
-                           "each worker that ran it stopped before answering")
-                await self._results.deliver_all([Answer(
-                    request_id, reply_to, error_record(request_id, DeadLettered(message)),
-                    entry_id)])
-            else:
-                await self._client.xack(self.keys.stream, QueueKeys.GROUP, entry_id)
-        except redis_errors() as exc:
-            logger.warning("could not dead-letter %s (%s)", entry_id, type(exc).__name__)
-            return
+    def _dead_lettered(self) -> None:
         self.metrics.dead_letters.labels(**self.metrics.labels).inc()
-        logger.warning("dead-lettered %s (request %s) after %d deliveries", entry_id,
-                       request_id, deliveries)
 
     # -- what the frontends read -----------------------------------------------------------
     async def _info_loop(self) -> None:
