@@ -71,6 +71,7 @@ class ServerConfig:
     model_catalog: str = ""
     max_new_tokens_limit: int = 1024
     default_max_tokens: int = 256
+    kv_cache_memory_mb: float = 0.0
 
     def __post_init__(self) -> None:
         problems = []
@@ -86,7 +87,8 @@ class ServerConfig:
                      "max_body_bytes", "max_new_tokens_limit", "default_max_tokens"):
             if getattr(self, name) < 1:
                 problems.append(f"--{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("max_batch_wait_ms", "max_batch_tokens", "inject_latency_ms"):
+        for name in ("max_batch_wait_ms", "max_batch_tokens", "inject_latency_ms",
+                     "kv_cache_memory_mb"):
             if getattr(self, name) < 0:
                 problems.append(f"--{name} must be >= 0, got {getattr(self, name)}")
         if self.torch_threads < 0:
@@ -196,6 +198,10 @@ _HELP: dict[str, str] = {
     "max_tokens is capped to it.",
     "default_max_tokens": "LLM (task llm): tokens generated when a request names no max_tokens "
     "(POST /sample always).",
+    "kv_cache_memory_mb": "LLM (task llm): the paged KV cache's size. 0: the engine's own "
+    "default, 90 percent of the memory free once the weights are loaded (transformers' "
+    "max_memory_percent), which suits one server a machine or GPU; set it where several "
+    "share one (queue-mode workers, a test machine).",
 }
 
 

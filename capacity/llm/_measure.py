@@ -28,6 +28,7 @@ from typing import Any
 from capacity._measure import Progress, _quiet, cache_root, fetch_version, host_facts
 from capacity._profile import ProfileError, quantile
 from capacity.llm._profile import LLMProfile, Point
+from predictor.llm import kv_bytes_per_token
 from registry import Registry
 
 DEFAULT_PROMPT_LENGTHS = (16, 64, 256, 1024)
@@ -86,16 +87,6 @@ def measure_llm_profile(reg: Registry, model: str, ref: str | int, options: LLMP
         context_tokens=int(getattr(text, "max_position_embeddings", 0) or 2048),
         load_s=load_s, host=host_facts(),
         measured_at=datetime.now(UTC).isoformat(timespec="seconds"))
-
-
-def kv_bytes_per_token(config: Any, dtype: Any) -> int:
-    """K and V of one token in every layer: 2 · layers · KV heads · head size · bytes."""
-    text = config.get_text_config() if hasattr(config, "get_text_config") else config
-    heads = int(text.num_attention_heads)
-    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
-    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
-    itemsize = int(getattr(dtype, "itemsize", 4))
-    return 2 * int(text.num_hidden_layers) * kv_heads * head_dim * itemsize
 
 
 async def _stream(client: Any, url: str, body: dict[str, Any]) -> tuple[list[float], int]:

@@ -10,7 +10,14 @@ engine's gauges; ``serve_llm`` the process. docs/LLM.md.
 
 from __future__ import annotations
 
-from predictor.llm._engine import Engine, EngineStats, Output, Sampling, TransformersEngine
+from predictor.llm._engine import (
+    Engine,
+    EngineStats,
+    Output,
+    Sampling,
+    TransformersEngine,
+    kv_bytes_per_token,
+)
 from predictor.llm._metrics import LLMMetrics
 from predictor.llm._model import LLMModel, Piece, load_llm
 from predictor.llm._params import GenerationRequest, parse_chat, parse_completion, parse_sample
@@ -31,6 +38,7 @@ __all__ = [
     "TextStream",
     "TransformersEngine",
     "generation_paths",
+    "kv_bytes_per_token",
     "load_llm",
     "openai_prefix",
     "parse_chat",

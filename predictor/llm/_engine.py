@@ -102,6 +102,16 @@ class Engine(Protocol):
     def stats(self) -> EngineStats: ...
 
 
+def kv_bytes_per_token(config: Any, dtype: Any) -> int:
+    """K and V of one token in every layer: 2 · layers · KV heads · head size · bytes."""
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    heads = int(text.num_attention_heads)
+    kv_heads = int(getattr(text, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(text, "head_dim", None) or text.hidden_size // heads)
+    itemsize = int(getattr(dtype, "itemsize", 4))
+    return 2 * int(text.num_hidden_layers) * kv_heads * head_dim * itemsize
+
+
 class TransformersEngine:
     """transformers' ``ContinuousBatchingManager`` over a loaded causal LM."""
 
@@ -113,12 +123,14 @@ class TransformersEngine:
         vocab_size: int,
         num_blocks: int | None = None,
         max_batch_tokens: int | None = None,
+        cache_bytes: int = 0,
     ) -> None:
         self.model = model
         self.eos_token_ids = eos_token_ids
         self._vocab_size = vocab_size
         self._num_blocks = num_blocks
         self._max_batch_tokens = max_batch_tokens
+        self._cache_bytes = cache_bytes  # 0: the engine sizes the cache from free memory
         self._manager: Any = None
         self._live: set[str] = set()
         self._lock = threading.Lock()
@@ -138,6 +150,10 @@ class TransformersEngine:
         batching = ContinuousBatchingConfig(
             num_blocks=self._num_blocks, max_batch_tokens=self._max_batch_tokens
         )
+        if self._cache_bytes and batching.num_blocks is None:
+            # A block holds page_size tokens of every layer's K and V.
+            per_block = kv_bytes_per_token(self.model.config, self.model.dtype) * batching.page_size
+            batching.num_blocks = max(1, self._cache_bytes // per_block)
         batching.per_request_processors = True
         manager = self.model.init_continuous_batching(
             generation_config=generation, continuous_batching_config=batching

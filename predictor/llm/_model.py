@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from predictor._config import ServerConfig
 from predictor._errors import BadInput, DeadlineExpired, ItemFailed, ModelUnavailable, Overloaded
@@ -44,6 +44,26 @@ class EngineFailed(ItemFailed):
 
     def __init__(self, message: str) -> None:
         super().__init__(0, RuntimeError(message), is_input_error=False)
+
+
+class Generating(Protocol):
+    """What the routes and the server need of a model: an ``LLMModel`` in-process, a
+    ``QueuedLLM`` on a queue-mode frontend."""
+
+    config: ServerConfig
+    name: str
+    version: str
+    draining: bool
+
+    def generate(
+        self, request: GenerationRequest, *, timeout_ms: float, arrived: float | None = None
+    ) -> AsyncGenerator[Piece, None]: ...
+
+    async def healthy(self) -> bool: ...
+
+    async def drain(self, timeout_s: float) -> None: ...
+
+    def stop(self) -> None: ...
 
 
 class LLMModel:
@@ -197,6 +217,12 @@ class LLMModel:
                 f"token (--max_queue_size {self.config.max_queue_size})",
             )
 
+    async def healthy(self) -> bool:
+        return not self.draining and self.engine.healthy()
+
+    def stop(self) -> None:
+        self.engine.stop()
+
     async def drain(self, timeout_s: float) -> None:
         """New sequences refused; those running finish, for up to ``timeout_s``."""
         self.draining = True
@@ -223,7 +249,8 @@ def load_llm(config: ServerConfig, model_dir: Path, version: str) -> LLMModel:
     if eos is None:
         eos = tokenizer.eos_token_id
     eos_ids = frozenset([eos] if isinstance(eos, int) else eos or [])
-    engine = TransformersEngine(model, eos_token_ids=eos_ids, vocab_size=len(tokenizer))
+    engine = TransformersEngine(model, eos_token_ids=eos_ids, vocab_size=len(tokenizer),
+                                cache_bytes=int(config.kv_cache_memory_mb * 2**20))
     engine.start()
     context = int(getattr(model.config, "max_position_embeddings", 0) or 2048)
     metrics = LLMMetrics.create(config.model_name, version, config.role, engine.stats)

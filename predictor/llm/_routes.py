@@ -31,7 +31,7 @@ import orjson
 
 from predictor._errors import ModelUnknown, PredictorError, status_for
 from predictor._http import _BODY, ASGIApp, Receive, Scope, Send, request_timeout_ms, send_error
-from predictor.llm._model import LLMModel, Piece
+from predictor.llm._model import Generating, Piece
 from predictor.llm._openai import DONE, Shape, error_body, models_body, stream_error
 from predictor.llm._params import GenerationRequest, parse_chat, parse_completion, parse_sample
 
@@ -54,7 +54,7 @@ def generation_paths(prefix: str) -> re.Pattern[str]:
 class LLMRoutes:
     """``/sample`` and the OpenAI routes for one model; anything else goes to ``app``."""
 
-    def __init__(self, app: ASGIApp, model: LLMModel, prefix: str | None = None) -> None:
+    def __init__(self, app: ASGIApp, model: Generating, prefix: str | None = None) -> None:
         self.app = app
         self.model = model
         self.prefix = openai_prefix() if prefix is None else prefix

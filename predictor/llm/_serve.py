@@ -5,6 +5,10 @@ true while the engine runs and the server is not draining), model metadata and
 ``/metrics``. The model's V1 ``:predict`` and V2 ``/infer`` answer 400 pointing at the
 generation routes (``_routes``). SIGTERM drains: readiness goes false, new sequences get
 503, running ones finish within ``--drain_timeout_s``, then the engine stops.
+
+In queue mode the frontend is the same server with ``QueuedLLM`` in the model's place
+(no weights; readiness follows Redis), and the worker is queue mode's worker process
+(health and ``/metrics`` only) around ``LLMQueueWorker``.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 from predictor._artifact import Artifact
 from predictor._config import ServerConfig
 from predictor._errors import BadInput
-from predictor.llm._model import LLMModel, load_llm
+from predictor.llm._model import Generating, load_llm
 
 logger = logging.getLogger("predictor.llm")
 
@@ -36,14 +40,14 @@ def _server() -> type[Any]:
     class ServedLLM(kserve.Model):
         """The model as KServe's repository and health routes see it."""
 
-        def __init__(self, llm: LLMModel) -> None:
+        def __init__(self, llm: Generating) -> None:
             super().__init__(llm.name)
             self.llm = llm
             self.version = llm.version
             self.ready = True
 
         async def healthy(self) -> bool:
-            return self.ready and not self.llm.draining and self.llm.engine.healthy()
+            return self.ready and await self.llm.healthy()
 
         async def predict(
             self, payload: Any, headers: Any = None, response_headers: Any = None
@@ -57,7 +61,7 @@ def _server() -> type[Any]:
     base = _server_class()
 
     class LLMServer(base):  # type: ignore[misc,valid-type]
-        def __init__(self, config: ServerConfig, llm: LLMModel) -> None:
+        def __init__(self, config: ServerConfig, llm: Generating) -> None:
             super().__init__(config)
             self.llm = llm
             self.served = ServedLLM(llm)
@@ -82,27 +86,29 @@ def _server() -> type[Any]:
 
         async def drain_models(self) -> None:
             await self.llm.drain(self.config.drain_timeout_s)
-            self.llm.engine.stop()
+            self.llm.stop()
 
     return LLMServer
 
 
 def serve_llm(config: ServerConfig, artifact: Artifact) -> int:
-    """Load the LLM of ``artifact``, start its engine and serve it; the process exit code."""
-    if config.queue_role:
-        raise BadInput(
-            "task llm is served in-process only for now: queue mode (--queue_role) "
-            "does not stream tokens yet"
-        )
+    """Load the LLM of ``artifact``, start its engine and serve it (in-process, or as a
+    queue-mode worker); a queue-mode frontend loads nothing. The process exit code."""
     if config.shadow_url or config.capture_uri:
         raise BadInput(
             "task llm cannot be mirrored or captured yet: drop --shadow_url and --capture_uri"
         )
+    version = str(artifact.version)
+    if config.queue_role == "frontend":
+        from predictor.llm.queue import QueuedLLM
+
+        _server()(config, QueuedLLM(config, version)).start_llm()
+        return 0
     if config.torch_threads:
         import torch
 
         torch.set_num_threads(config.torch_threads)
-    llm = load_llm(config, artifact.load_dir, str(artifact.version))
+    llm = load_llm(config, artifact.load_dir, version)
     logger.info(
         "llm %s: context %d tokens, max_tokens limit %d, default %d",
         llm.name,
@@ -111,7 +117,11 @@ def serve_llm(config: ServerConfig, artifact: Artifact) -> int:
         llm.default_max_tokens,
     )
     try:
+        if config.queue_role == "worker":
+            from predictor.llm.queue import serve_llm_worker
+
+            return serve_llm_worker(config, llm)
         _server()(config, llm).start_llm()
     finally:
-        llm.engine.stop()
+        llm.stop()
     return 0

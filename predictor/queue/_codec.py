@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from predictor._errors import (
+    BadInput,
     DeadLettered,
     DeadlineExpired,
     ItemFailed,
@@ -121,6 +122,8 @@ def error_record(request_id: str, exc: PredictorError) -> bytes:
                      is_input_error=exc.is_input_error)
     elif isinstance(exc, DeadLettered):
         error.update(kind="dead_lettered")
+    elif isinstance(exc, BadInput):  # what only the worker can check (an LLM's context)
+        error.update(kind="bad_input")
     else:
         error.update(kind="internal")
     return _dumps({"request_id": request_id, "ok": False, "error": error})
@@ -154,4 +157,6 @@ def error_of(error: Mapping[str, Any]) -> PredictorError:
                                 is_input_error=bool(error["is_input_error"]))
     if kind == "dead_lettered":
         return DeadLettered(message)
+    if kind == "bad_input":
+        return BadInput(message)
     return PredictorError(message)

@@ -55,3 +55,11 @@ class QueueKeys:
     def reply(self, frontend_id: str) -> str:
         """The Pub/Sub channel one frontend process listens on."""
         return f"{PREFIX}:{self.tag}:reply:{frontend_id}"
+
+    def tokens(self, request_id: str) -> str:
+        """An LLM request's answer as it is generated: a stream of pieces (task ``llm``)."""
+        return f"{PREFIX}:{self.tag}:tokens:{request_id}"
+
+    def cancel(self, request_id: str) -> str:
+        """Set by the frontend when an LLM request's client went away (task ``llm``)."""
+        return f"{PREFIX}:{self.tag}:cancel:{request_id}"

@@ -13,8 +13,8 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
 
 import orjson
 
@@ -31,10 +31,25 @@ def consumer_name() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{os.urandom(3).hex()}"
 
 
+class Worker(Protocol):
+    """What the worker process runs: ``QueueWorker``, or an LLM's ``LLMQueueWorker``."""
+
+    config: ServerConfig
+    is_ready: bool
+
+    async def start(self) -> None: ...
+
+    async def stop(self, timeout_s: float) -> None: ...
+
+
+# (Redis client, queue keys, consumer name, start-up seconds) -> the worker to run.
+MakeWorker = Callable[[Any, QueueKeys, str, float], Worker]
+
+
 class WorkerApp:
     """ASGI: /v2/health/live, /v2/health/ready, /metrics; 404 for anything else."""
 
-    def __init__(self, worker: QueueWorker) -> None:
+    def __init__(self, worker: Worker) -> None:
         self.worker = worker
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
@@ -61,20 +76,25 @@ class WorkerApp:
 
 def serve_worker(config: ServerConfig, model: Any) -> int:
     """Run the worker until SIGTERM; ``model`` is a loaded ``BatchingModel``."""
+    return run_worker(config, model.version, lambda client, keys, consumer, startup_s:
+                      QueueWorker(model, client, keys, consumer, startup_s=startup_s))
+
+
+def run_worker(config: ServerConfig, version: str, make: MakeWorker) -> int:
+    """Run the worker ``make`` builds until SIGTERM; the process exit code."""
     import uvloop
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
-        return runner.run(_run(config, model))
+        return runner.run(_run(config, version, make))
 
 
-async def _run(config: ServerConfig, model: Any) -> int:
+async def _run(config: ServerConfig, version: str, make: MakeWorker) -> int:
     import psutil
     import uvicorn
 
     startup_s = max(0.0, time.time() - psutil.Process().create_time())
     client = connect(config.queue_url, socket_timeout_s=5.0)
-    worker = QueueWorker(model, client, QueueKeys(config.model_name, model.version),
-                         consumer_name(), startup_s=startup_s)
+    worker = make(client, QueueKeys(config.model_name, version), consumer_name(), startup_s)
     logger.info("worker on %s", shown(config.queue_url))
     await worker.start()
 
