@@ -17,7 +17,9 @@
   ``KNATIVE_GATED_POD_FIELDS``). KServe accepts such an InferenceService, then its
   Knative Service is refused and it never becomes Ready.
 
-The Role rule needs the rollout's source and lives in ``_rbac``.
+The Role rule needs the rollout's source and lives in ``_rbac``; the rules for what
+KServe's mutating webhook does to a document (``metric_targets_have_type``) live in
+``_defaulter``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from deploycheck._canary import canary_predictor
+from deploycheck._defaulter import metric_targets_have_type
 from deploycheck._problems import Finding, JsonPath
 from deploycheck.webhook._component import MODEL_KEYS
 
@@ -351,5 +354,6 @@ RULES: tuple[Rule, ...] = (
     containers_have_resources,
     keda_query_selects_itself,
     knative_pod_fields,
+    metric_targets_have_type,
 )
 

@@ -75,6 +75,15 @@ CASES = {
             "enables kubernetes.podspec-securitycontext",
         ),
     ],
+    "metric-target-no-type.yaml": [
+        (
+            0,
+            "$.spec.predictor.autoScaling.metrics[1].external.target",
+            'target has no type: KServe\'s mutating webhook writes it back with type: "", '
+            "which the API server then refuses (Unsupported value) before KServe's "
+            "validator runs; write type: Value for value",
+        ),
+    ],
     "role-extra-verb.yaml": [
         (
             0,

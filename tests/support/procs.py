@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -46,10 +47,21 @@ def wait_for(
     raise TimeoutError(f"timed out after {timeout_s}s waiting for {what}: {last_exc!r}")
 
 
+def tls_context(ca_file: str, cert: tuple[str, str]) -> ssl.SSLContext:
+    """A client's TLS: trust ``ca_file``, present ``cert`` (certificate, key). One context
+    for both: httpx ignores ``cert=`` when ``verify`` is a path (its create_ssl_context
+    returns early), and the client would go anonymous."""
+    context = ssl.create_default_context(cafile=ca_file)
+    context.load_cert_chain(*cert)
+    return context
+
+
 def wait_http_ok(url: str, *, timeout_s: float = 60.0, proc: ManagedProcess | None = None,
                  verify: Any = True, cert: tuple[str, str] | None = None) -> None:
-    """Poll ``url`` until it answers 200 (and fail fast if ``proc`` died); ``verify`` and
-    ``cert`` are httpx's (a CA file or False; a client certificate and key)."""
+    """Poll ``url`` until it answers 200 (and fail fast if ``proc`` died); ``verify`` is
+    httpx's (a CA file or False), ``cert`` a client certificate and key."""
+    if isinstance(verify, str) and cert is not None:
+        verify, cert = tls_context(verify, cert), None
 
     def check() -> bool:
         if proc is not None and proc.poll() is not None:
