@@ -43,6 +43,6 @@ def fetch_rounds(url: str, dest_root: str, rounds: int, barrier: Barrier, out: A
         barrier.wait(timeout=60)
         try:
             reg.fetch("race", 1, Path(dest_root) / str(number))
-        except Exception as exc:  # noqa: BLE001 - reported to the test, which fails on it
+        except Exception as exc:  # reported to the test, which fails on it
             failed.append(f"round {number}: {type(exc).__name__}: {exc}")
     out.put(("fetched", failed))
