@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from tests.support.predictor import RunningPredictor
+from tests.system.llm.conftest import CACHE
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +23,7 @@ def test_sigterm_lets_the_running_stream_finish(
     from scripts.demo_models import ensure_demo
 
     ensure_demo(str(registry_dir), "demo-chat")
-    chat = start_predictor("demo-chat", "stable", "--drain_timeout_s", "60",
+    chat = start_predictor("demo-chat", "stable", *CACHE, "--drain_timeout_s", "60",
                            ready_timeout_s=300)
     events: list[str] = []
     finished = threading.Event()

@@ -23,6 +23,7 @@ import pytest
 from tests.support import wait_for
 from tests.support.predictor import RunningPredictor
 from tests.support.redis import RedisServer
+from tests.system.llm.conftest import CACHE
 
 pytestmark = pytest.mark.slow
 CLAIM_MS = 1000  # a sequence of 48 tokens outlives it twice over on this machine
@@ -37,9 +38,10 @@ class Fleet:
     def __init__(self, start: Callable[..., RunningPredictor], redis: RedisServer) -> None:
         self.start, self.redis = start, redis
         # Two workers on one machine: each its own bounded cache, not 90% of what is free.
+        # (Left to the engine, the second worker was OOM-killed.)
         common = ("--queue_url", redis.url, "--max_new_tokens_limit", "48",
                   "--default_max_tokens", "24", "--queue_claim_timeout_ms", str(CLAIM_MS),
-                  "--kv_cache_memory_mb", "256")
+                  *CACHE)
         self.common = common
         self.workers = [self.add_worker() for _ in range(2)]
         self.frontends = [start("demo-chat", "stable", *common, "--queue_role", "frontend")
@@ -69,11 +71,14 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def fleet(registry_dir: Path, start_predictor: Callable[..., RunningPredictor],
-          redis_server: RedisServer) -> Fleet:
+          redis_server: RedisServer) -> Iterator[Fleet]:
     from scripts.demo_models import ensure_demo
 
     ensure_demo(str(registry_dir), "demo-chat")
-    return Fleet(start_predictor, redis_server)
+    fleet = Fleet(start_predictor, redis_server)
+    yield fleet
+    for p in fleet.frontends + fleet.workers:  # the module's own, not the session's
+        p.proc.stop()
 
 
 def _client(p: RunningPredictor) -> openai.OpenAI:
