@@ -120,7 +120,9 @@ class QueuedLLM:
         key, last = self.keys.tokens(request_id), "0-0"
         while True:
             block_ms = READ_BLOCK_MS
-            if not follower.released:  # the deadline covers the first piece passed on
+            # The deadline covers the first token, as in-process: a whole answer is held
+            # back to its last piece, but a worker generating it has met the deadline.
+            if not follower.seen:
                 left_ms = timeout_ms - (time.monotonic() - arrived) * 1000.0
                 if left_ms <= 0:
                     raise DeadlineExpired(timeout_ms, (time.monotonic() - arrived) * 1000.0)

@@ -93,6 +93,7 @@ class Follower:
         self.attempt: str | None = None
         self._left: set[str] = set()
         self._held: list[Piece] = []
+        self.seen = 0  # pieces taken from any attempt: the first one ends the TTFT deadline
         self.released = 0
 
     def take(self, arrived: Arrived) -> list[Piece]:
@@ -112,6 +113,7 @@ class Follower:
         if arrived.error is not None:
             raise arrived.error
         assert arrived.piece is not None
+        self.seen += 1
         if self.buffered and arrived.piece.finish_reason is None:
             self._held.append(arrived.piece)
             return []

@@ -52,6 +52,7 @@ def test_a_stream_passes_pieces_on_as_they_come() -> None:
 def test_a_whole_answer_is_held_to_its_last_piece() -> None:
     f = Follower(buffered=True)
     assert f.take(_piece("a", "The ")) == []
+    assert (f.seen, f.released) == (1, 0)  # generating: the first-token deadline is met
     assert f.take(_piece("a", "end", "stop")) == [Piece("The "), Piece("end", "stop")]
 
 

@@ -158,6 +158,17 @@ def test_a_client_that_goes_away_cancels_its_sequence_on_the_worker(fleet: Fleet
     wait_for(lambda: not fleet.pending(), timeout_s=30, what="the entry acknowledged")
 
 
+def test_the_deadline_covers_the_first_token_of_a_whole_answer(fleet: Fleet) -> None:
+    started = time.monotonic()
+    clean = _client(fleet.frontends[0]).completions.create(model="demo-chat", **LONG_KW)
+    half_ms = (time.monotonic() - started) * 500.0
+    # Half the answer's time: ample for its first token, short of its last, which the
+    # frontend holds back until it comes.
+    again = _client(fleet.frontends[0]).completions.create(
+        model="demo-chat", **LONG_KW, extra_headers={"x-request-timeout-ms": f"{half_ms:.0f}"})
+    assert again.choices[0].text == clean.choices[0].text
+
+
 def test_a_long_generation_is_not_claimed_from_a_live_worker(fleet: Fleet) -> None:
     clean = _client(fleet.frontends[0]).completions.create(model="demo-chat", **LONG_KW)
     started = time.monotonic()
