@@ -57,7 +57,7 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dic
 
 
 async def _load(url: str, rate: float, duration_s: float, output_tokens: int,
-                seed: int) -> list[dict[str, Any]]:
+                seed: int, model: str = "demo-chat") -> list[dict[str, Any]]:
     rng = random.Random(seed)
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
@@ -66,7 +66,7 @@ async def _load(url: str, rate: float, duration_s: float, output_tokens: int,
         at = 0.0
         while at < duration_s:
             await asyncio.sleep(max(0.0, start + at - time.monotonic()))
-            body = {"model": "demo-chat", "stream": True, "temperature": 0,
+            body = {"model": model, "stream": True, "temperature": 0,
                     "max_tokens": output_tokens, "ignore_eos": True,
                     "messages": [{"role": "user", "content": rng.choice(QUESTIONS)}]}
             tasks.append(asyncio.create_task(_one(client, url, body)))

@@ -60,11 +60,12 @@ def _process(name: str, argv: list[str], health: str, port: int) -> Iterator[str
 
 
 @contextmanager
-def serve(name: str, registry: Path) -> Iterator[str]:
-    """The chat completions URL of server ``name`` on demo-chat."""
+def serve(name: str, registry: Path) -> Iterator[tuple[str, str]]:
+    """The chat completions URL of server ``name`` on demo-chat, and the model name it
+    answers to."""
     if name == "modelctl":
         with predictor("demo-chat", registry, "--max_queue_size", "4096") as server:
-            yield f"{server.url}/openai/v1/chat/completions"
+            yield f"{server.url}/openai/v1/chat/completions", "demo-chat"
         return
     port = free_port()
     if name == "transformers":
@@ -77,7 +78,8 @@ def serve(name: str, registry: Path) -> Iterator[str]:
                     "--continuous-batching", "--device", "cpu", "--host", "127.0.0.1",
                     "--port", str(port), "--log-level", "warning"]
             with _process(name, argv, "/health", port) as url:
-                yield f"{url}/v1/chat/completions"
+                # A server pinned to one model answers only to its path (a 400 otherwise).
+                yield f"{url}/v1/chat/completions", str(model_dir)
         return
     if name == "llamacpp":
         python = LLAMA_VENV / "bin" / "python"
@@ -88,7 +90,7 @@ def serve(name: str, registry: Path) -> Iterator[str]:
                 "--model_alias", "demo-chat", "--host", "127.0.0.1", "--port", str(port),
                 "--n_ctx", "4096", "--n_threads", "2"]
         with _process(name, argv, "/v1/models", port) as url:
-            yield f"{url}/v1/chat/completions"
+            yield f"{url}/v1/chat/completions", "demo-chat"
         return
     raise SystemExit(f"unknown server {name!r}: choose from {', '.join(SERVERS)}")
 
@@ -111,11 +113,11 @@ def main(argv: list[str]) -> int:
     rates = [float(r) for r in args.rates.split(",")]
     rows: list[dict[str, Any]] = []
     for name in args.servers.split(","):
-        with serve(name, Path(args.registry)) as url:
-            asyncio.run(_load(url, 1.0, 3.0, 4, seed=0))  # warm-up
+        with serve(name, Path(args.registry)) as (url, model):
+            asyncio.run(_load(url, 1.0, 3.0, 4, seed=0, model=model))  # warm-up
             for i, rate in enumerate(rates):
                 done = asyncio.run(_load(url, rate, args.duration, args.output_tokens,
-                                         seed=i + 1))
+                                         seed=i + 1, model=model))
                 row = {"server": name, **_summary(rate, done, slo)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
