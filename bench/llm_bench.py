@@ -158,10 +158,15 @@ def _markdown(context: dict[str, Any], rows: Any) -> str:
              "output tokens/s | meets SLO |", "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['factor']:g} | {r['rate_rps']:g} | {r['requests']} | "
-                     f"{r['ttft_p50_ms']} / {r['ttft_p99_ms']} | {r['tpot_p50_ms']} / "
-                     f"{r['tpot_p99_ms']} | {r['output_tokens_per_s']} | "
-                     f"{'yes' if r['meets_slo'] else 'no'} |")
+                     f"{measured_cells(r)} |")
     return "\n".join(lines) + "\n"
+
+
+def measured_cells(r: dict[str, Any]) -> str:
+    """A ``_summary`` row's TTFT, TPOT, output tokens/s and SLO cells of a markdown table."""
+    return (f"{r['ttft_p50_ms']} / {r['ttft_p99_ms']} | {r['tpot_p50_ms']} / "
+            f"{r['tpot_p99_ms']} | {r['output_tokens_per_s']} | "
+            f"{'yes' if r['meets_slo'] else 'no'}")
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from typing import Any
 
 from bench._results import run_context, write_results
 from bench._servers import predictor
-from bench.llm_bench import _load, _summary
+from bench.llm_bench import _load, _summary, measured_cells
 from scripts.demo_models import CHAT_GGUF, smollm2_dir
 from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
@@ -150,9 +150,7 @@ def _markdown(context: dict[str, Any], rows: Any) -> str:
               "output tokens/s | meets SLO |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['server']} | {r['rate_rps']:g} | {r['requests']} | {r['ok']} | "
-                     f"{r['ttft_p50_ms']} / {r['ttft_p99_ms']} | {r['tpot_p50_ms']} / "
-                     f"{r['tpot_p99_ms']} | {r['output_tokens_per_s']} | "
-                     f"{'yes' if r['meets_slo'] else 'no'} |")
+                     f"{measured_cells(r)} |")
     return "\n".join(lines) + "\n"
 
 

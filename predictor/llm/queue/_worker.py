@@ -127,19 +127,22 @@ class LLMQueueWorker(StreamConsumer):
 
     async def _emit(self, request_id: str, attempt: str, piece: Piece) -> bool:
         """Write one piece; whether the client has gone away."""
-        pipe = self._client.pipeline(transaction=False)
-        pipe.xadd(self.keys.tokens(request_id), piece_fields(attempt, piece))
-        pipe.expire(self.keys.tokens(request_id), self._ttl_s)
+        pipe = self._appending(request_id, piece_fields(attempt, piece))
         pipe.exists(self.keys.cancel(request_id))
         _, _, cancelled = await execute_pipeline(pipe)
         return bool(cancelled)
 
     async def _write(self, request_id: str, fields: dict[str, Any]) -> None:
         with contextlib.suppress(*redis_errors()):
-            pipe = self._client.pipeline(transaction=False)
-            pipe.xadd(self.keys.tokens(request_id), fields)
-            pipe.expire(self.keys.tokens(request_id), self._ttl_s)
-            await execute_pipeline(pipe)
+            await execute_pipeline(self._appending(request_id, fields))
+
+    def _appending(self, request_id: str, fields: dict[str, Any]) -> Any:
+        """A pipeline that adds ``fields`` to the request's token stream and renews its
+        expiry (a stream nobody reads goes with --queue_result_ttl_s)."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.xadd(self.keys.tokens(request_id), fields)
+        pipe.expire(self.keys.tokens(request_id), self._ttl_s)
+        return pipe
 
     # -- claiming and heartbeats -----------------------------------------------------------
     async def _heartbeat_loop(self) -> None:
