@@ -63,7 +63,7 @@ def agreement_rows(task: str, agreement: Mapping[str, Any]) -> list[tuple[str, s
         cos = agreement["cosine"]
         rows.append(("cosine p1 / p5 / p50 / mean",
                      " / ".join(_num(cos[k]) for k in ("p1", "p5", "p50", "mean"))))
-    elif task == "text-generation":
+    elif "token_jaccard" in agreement:  # text-generation and llm
         jac = agreement["token_jaccard"]
         rows.append(("exact match", _pct(agreement["exact_match_rate"])))
         rows.append(("token Jaccard p5 / p50 / mean",

@@ -159,8 +159,9 @@ _HELP: dict[str, str] = {
     "shadow_sample_rate": "Fraction of requests mirrored to --shadow_url (0-1, by request ID).",
     "shadow_timeout_ms": "How long one mirrored request may take before it is dropped.",
     "shadow_max_pending": "Mirrored requests that may wait to be sent; beyond it they are dropped.",
-    "capture_uri": "Record every predict request (ID, input hash, output, latency, status) as "
-    "Parquet under this directory or s3://bucket/prefix. Empty: no capture.",
+    "capture_uri": "Record every predict request (ID, input hash, output, latency, status; "
+    "with task llm every generation) as Parquet under this directory or s3://bucket/prefix. "
+    "Empty: no capture.",
     "capture_inputs": "Also record each request's input (not only its sha256).",
     "capture_flush_s": "Seconds between capture files (records become readable then).",
     "capture_max_file_mb": "Largest capture file, in MiB of uncompressed records.",

@@ -8,8 +8,9 @@ JSON of one value per item), unnests the items side by side and aggregates:
   squared), from which the match rate and the confusion summary come;
 - ``feature-extraction``: cosine similarity per item, as count, mean, standard
   deviation, approximate quantiles (t-digest) and the count below the p5 threshold;
-- ``text-generation``: exact match, and token-set Jaccard similarity (lower-cased,
-  whitespace tokens) with its mean, deviation and quantiles;
+- ``text-generation`` and ``llm`` (an LLM's generations, one text per request): exact
+  match, and token-set Jaccard similarity (lower-cased, whitespace tokens) with its
+  mean, deviation and quantiles;
 - anything else (``fixed-latency``): exact match of each item's canonical JSON.
 
 Items whose counts differ between the sides (a pair with 3 items on one side and 2
@@ -37,7 +38,7 @@ def agreement(con: Any, task: str, thresholds: dict[str, float | None]) -> dict[
         return _classification(con)
     if task == "feature-extraction":
         return _embedding(con, thresholds.get("min_cosine_p5"))
-    if task == "text-generation":
+    if task in ("text-generation", "llm"):
         return _generation(con)
     return _exact(con)
 

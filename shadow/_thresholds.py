@@ -11,6 +11,7 @@ tasks:
   text-classification: {min_label_match: 0.95}
   feature-extraction:  {min_cosine_mean: 0.99, min_cosine_p5: 0.95}
   text-generation:     {min_exact_match: null, min_token_jaccard_mean: 0.8}
+  llm:                 {min_exact_match: null, min_token_jaccard_mean: 0.8}
   fixed-latency:       {min_exact_match: 0.99}
 ```
 
@@ -33,6 +34,7 @@ TASK_DEFAULTS: dict[str, dict[str, float | None]] = {
     "text-classification": {"min_label_match": 0.95},
     "feature-extraction": {"min_cosine_mean": 0.99, "min_cosine_p5": 0.95},
     "text-generation": {"min_exact_match": None, "min_token_jaccard_mean": 0.8},
+    "llm": {"min_exact_match": None, "min_token_jaccard_mean": 0.8},
     "fixed-latency": {"min_exact_match": 0.99},
 }
 _FRACTIONS = {"min_label_match", "min_exact_match", "min_token_jaccard_mean", "min_coverage",

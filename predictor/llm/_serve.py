@@ -5,6 +5,8 @@ true while the engine runs and the server is not draining), model metadata and
 ``/metrics``. The model's V1 ``:predict`` and V2 ``/infer`` answer 400 pointing at the
 generation routes (``_routes``). SIGTERM drains: readiness goes false, new sequences get
 503, running ones finish within ``--drain_timeout_s``, then the engine stops.
+``--shadow_url`` and ``--capture_uri`` mirror and capture the generation routes, as the
+predict routes of other tasks (``predictor.tap``; a generation's record: ``_generation``).
 
 In queue mode the frontend is the same server with ``QueuedLLM`` in the model's place
 (no weights; readiness follows Redis), and the worker is queue mode's worker process
@@ -36,6 +38,7 @@ def _server() -> type[Any]:
     from predictor._server import _server_class
     from predictor._versions import VersionRoutes
     from predictor.llm._routes import LLMRoutes, generation_paths, openai_prefix
+    from predictor.tap import LLM_TASK, Tap, TapMiddleware
 
     class ServedLLM(kserve.Model):
         """The model as KServe's repository and health routes see it."""
@@ -74,14 +77,22 @@ def _server() -> type[Any]:
             self.serve_app(self._wrap_llm, is_serving=lambda: not self._draining)
 
         def _wrap_llm(self, app: Any) -> Any:
+            # As ``_wrap``: request IDs, limits and metrics outermost, then the version
+            # routes, then mirroring and capture of the generation routes.
             prefix = openai_prefix()
+            paths = generation_paths(prefix)
+            asgi: Any = LLMRoutes(app, self.llm, prefix)
+            self._tap = Tap.from_config(self.config, version=self.llm.version, task=LLM_TASK)
+            if self._tap is not None:
+                asgi = TapMiddleware(asgi, tap=self._tap, paths=paths)
+                self._tap.start()
             return PredictorMiddleware(
-                VersionRoutes(LLMRoutes(app, self.llm, prefix), self.registered_models),
+                VersionRoutes(asgi, self.registered_models),
                 max_body_bytes=self.config.max_body_bytes,
                 body_timeout_s=max(1.0, self.config.request_timeout_ms / 1000.0),
                 metrics=self.request_metrics,
                 request_log=RequestLog(RequestLogConfig.from_config(self.config)),
-                predict_paths=generation_paths(prefix),
+                predict_paths=paths,
             )
 
         async def drain_models(self) -> None:
@@ -94,9 +105,10 @@ def _server() -> type[Any]:
 def serve_llm(config: ServerConfig, artifact: Artifact) -> int:
     """Load the LLM of ``artifact``, start its engine and serve it (in-process, or as a
     queue-mode worker); a queue-mode frontend loads nothing. The process exit code."""
-    if config.shadow_url or config.capture_uri:
+    if config.queue_role == "worker" and (config.shadow_url or config.capture_uri):
         raise BadInput(
-            "task llm cannot be mirrored or captured yet: drop --shadow_url and --capture_uri"
+            "a queue worker answers no HTTP request to mirror or capture: give "
+            "--shadow_url and --capture_uri to the frontends"
         )
     version = str(artifact.version)
     if config.queue_role == "frontend":

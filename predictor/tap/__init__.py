@@ -5,18 +5,19 @@ the last byte has gone to the client, hands an ``Exchange`` (``_exchange``) to t
 ``Tap``, whose two consumers only enqueue: the ``Mirror`` (``_mirror``) sends a
 sampled copy to a shadow from its own tasks, and the ``CaptureSink`` (``_capture``)
 writes one record (``_record``: the capture schema, ``CAPTURE_COLUMNS``, that
-``shadow`` reads) from its own thread. Neither can delay, fail or change the answer
-the client got.
+``shadow`` reads; ``_generation`` for an LLM's text) from its own thread. Neither can
+delay, fail or change the answer the client got.
 """
 
 from predictor.tap._capture import CaptureConfig, CaptureSink, s3_filesystem, safe_uri
 from predictor.tap._exchange import Exchange
 from predictor.tap._mirror import Mirror, MirrorConfig
-from predictor.tap._record import CAPTURE_COLUMNS, Identity, build_record, schema
+from predictor.tap._record import CAPTURE_COLUMNS, LLM_TASK, Identity, build_record, schema
 from predictor.tap._tap import Tap, TapMiddleware
 
 __all__ = [
     "CAPTURE_COLUMNS",
+    "LLM_TASK",
     "CaptureConfig",
     "CaptureSink",
     "Exchange",

@@ -6,7 +6,8 @@ the same on the primary and on its shadow, whichever client sent it. The output 
 stored as canonical JSON of one value per item, the same for V1 and V2: a V1
 ``predictions`` list as it is; a V2 response row by row, each row the value of its
 one output tensor (or an object ``{name: value}`` when there are several), so a
-classification row reads ``{"label": ..., "score": ...}`` in both protocols.
+classification row reads ``{"label": ..., "score": ...}`` in both protocols. A
+generation (task ``llm``) is recorded as text in, ``[text]`` out (``_generation``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from predictor._protocol import TRANSPORT_PARAMETERS
+from predictor.tap._generation import generation_input, generation_output, protocol_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
     from predictor.tap._exchange import Exchange
 
 MAX_ERROR_CHARS = 500
+LLM_TASK = "llm"  # its records come from ``_generation``
 # The capture files' columns, in order, each with its Arrow type as pyarrow names it
 # (docs/SHADOW.md describes each). The one list: ``shadow`` reads captures by it.
 CAPTURE_COLUMNS: tuple[tuple[str, str], ...] = (
@@ -73,6 +76,8 @@ def canonical_json(value: Any) -> str:
 
 def build_record(exchange: Exchange, identity: Identity, *, with_input: bool) -> dict[str, Any]:
     """The record of one exchange (a shadow copy is recorded with role ``shadow``)."""
+    if identity.task == LLM_TASK:
+        return _generation_record(exchange, identity, with_input=with_input)
     is_v2 = exchange.path.endswith("/infer")
     binary = any(name == "inference-header-content-length" for name, _ in exchange.headers)
     request = None if binary else _json(exchange.body)
@@ -85,6 +90,31 @@ def build_record(exchange: Exchange, identity: Identity, *, with_input: bool) ->
             error = "response not captured (not a JSON V1/V2 body)"
     else:
         error = _error_text(exchange.response)
+    return _record(exchange, identity, protocol="v2" if is_v2 else "v1",
+                   status=exchange.status, items=items, input_hash=digest.hexdigest(),
+                   canonical=canonical if with_input else None, output=output, error=error)
+
+
+def _generation_record(exchange: Exchange, identity: Identity, *,
+                       with_input: bool) -> dict[str, Any]:
+    """A generation's record (``_generation``): text in, ``[text]`` out."""
+    protocol = protocol_of(exchange.path)
+    value = generation_input(protocol, exchange.body)
+    canonical = canonical_json(value) if value is not None else None
+    digest = hashlib.sha256(canonical.encode() if canonical is not None else exchange.body)
+    status, text, error = generation_output(protocol, exchange.status, exchange.response)
+    if not 200 <= exchange.status < 300:
+        error = _error_text(exchange.response)
+    return _record(exchange, identity, protocol=protocol, status=status,
+                   items=1 if text is not None else None, input_hash=digest.hexdigest(),
+                   canonical=canonical if with_input else None,
+                   output=canonical_json(text) if text is not None else None,
+                   error=error[:MAX_ERROR_CHARS] if error is not None else None)
+
+
+def _record(exchange: Exchange, identity: Identity, *, protocol: str, status: int,
+            items: int | None, input_hash: str, canonical: str | None, output: str | None,
+            error: str | None) -> dict[str, Any]:
     return {
         "request_id": exchange.request_id,
         "ts": datetime.fromtimestamp(exchange.started_at, tz=UTC),
@@ -92,12 +122,12 @@ def build_record(exchange: Exchange, identity: Identity, *, with_input: bool) ->
         "version": identity.version,
         "role": "shadow" if exchange.is_shadow else identity.role,
         "task": identity.task,
-        "protocol": "v2" if is_v2 else "v1",
-        "status": exchange.status,
+        "protocol": protocol,
+        "status": status,
         "latency_ms": exchange.latency_s * 1000.0,
         "items": items,
-        "input_hash": digest.hexdigest(),
-        "input": canonical if with_input else None,
+        "input_hash": input_hash,
+        "input": canonical,
         "output": output,
         "error": error,
     }
@@ -173,7 +203,10 @@ def _nest(data: Sequence[Any], shape: list[int]) -> list[Any]:
 
 def _error_text(raw: bytes) -> str:
     body = _json(raw)
-    if isinstance(body, dict) and "error" in body:
+    if isinstance(body, dict) and isinstance(body.get("error"), dict) \
+            and "message" in body["error"]:  # OpenAI's error shape
+        text = str(body["error"]["message"])
+    elif isinstance(body, dict) and "error" in body:
         text = str(body["error"])
     elif isinstance(body, dict) and "detail" in body:
         text = str(body["detail"])

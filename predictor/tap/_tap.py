@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from typing import TYPE_CHECKING
 
@@ -92,14 +93,16 @@ class Tap:
 class TapMiddleware:
     """ASGI middleware: copies each answered predict request to the tap."""
 
-    def __init__(self, app: ASGIApp, *, tap: Tap) -> None:
+    def __init__(self, app: ASGIApp, *, tap: Tap, paths: re.Pattern[str] = PREDICT_PATH) -> None:
+        """``paths``: the routes copied (an LLM's generation routes with task llm)."""
         self.app = app
         self.tap = tap
+        self.paths = paths
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         body = request_body(scope)
         if (scope["type"] != "http" or scope.get("method") != "POST" or body is None
-                or not PREDICT_PATH.match(scope.get("path", ""))):
+                or not self.paths.match(scope.get("path", ""))):
             await self.app(scope, receive, send)
             return
         started, wall = time.monotonic(), time.time()

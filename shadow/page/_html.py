@@ -50,8 +50,12 @@ def _agreement(doc: Mapping[str, Any]) -> str:
                 f"{number(numbers.get('label_match_rate'))} over {numbers.get('items')} items"
                 f"</p>{svg(confusion_figure(cells)) if cells else ''}{shown}")
     rate = numbers.get("exact_match_rate")
+    jaccard = numbers.get("token_jaccard")  # text-generation and llm
+    similarity = ("; token Jaccard " + ", ".join(f"{k} {number(jaccard.get(k))}"
+                                                 for k in ("p5", "p50", "mean"))
+                  if isinstance(jaccard, dict) else "")
     return (f"<h2>Agreement</h2><p>exact match rate {number(rate)} over "
-            f"{numbers.get('items')} items</p>")
+            f"{numbers.get('items')} items{escape(similarity)}</p>")
 
 
 def render_html(doc: Mapping[str, Any]) -> str:

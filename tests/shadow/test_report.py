@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from predictor.tap import Exchange
 from rollout.analysis import Verdict
 from shadow import CaptureError, ReportRequest, Thresholds, build_report, parse_time
 from tests.support.captures import T0, exchange, pair, write
@@ -93,6 +94,29 @@ def test_generation_exact_match_and_token_overlap(tmp_path: Path) -> None:
     assert jaccard["mean"] == pytest.approx(3 / 7)
     assert report.document["agreement"]["exact_matches"] == 0
     assert _checks(report)["token-jaccard-mean"].verdict is Verdict.FAIL
+
+
+def _sample(rid: str, prompt: str, text: str, *, at: float, shadow: bool) -> Exchange:
+    return Exchange(request_id=rid, started_at=at, path="/sample", query="",
+                    headers=(("content-type", "text/plain"),), body=prompt.encode(),
+                    status=200, response=text.encode(), latency_s=0.2, is_shadow=shadow)
+
+
+@pytest.mark.parametrize(("shadow_text", "verdict"), [
+    ("Paris is the capital of France {i}", Verdict.PASS),
+    ("I do not know {i}", Verdict.FAIL)])
+def test_llm_generations_are_judged_by_token_overlap(tmp_path: Path, shadow_text: str,
+                                                      verdict: Verdict) -> None:
+    primary = [_sample(f"r{i}", f"q{i}", f"Paris is the capital of France {i}", at=T0 + i,
+                       shadow=False) for i in range(N)]
+    shadow = [_sample(f"r{i}", f"q{i}", shadow_text.format(i=i), at=T0 + i, shadow=True)
+              for i in range(N)]
+    write(tmp_path, "m", "1", "stable", "llm", primary)
+    write(tmp_path, "m", "2", "shadow", "llm", shadow)
+    report = _report(tmp_path)
+    assert report.task == "llm" and report.verdict is verdict
+    assert report.document["agreement"]["items"] == N
+    assert _checks(report)["token-jaccard-mean"].verdict is verdict
 
 
 def _v2_labels(labels: list[str]) -> dict[str, Any]:

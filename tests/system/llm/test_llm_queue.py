@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -21,6 +23,7 @@ import openai
 import pytest
 
 from tests.support import wait_for
+from tests.support.fleet import wait_records
 from tests.support.predictor import RunningPredictor
 from tests.support.redis import RedisServer
 from tests.system.llm.conftest import CACHE
@@ -35,8 +38,9 @@ LONG_KW: dict[str, Any] = {**{k: v for k, v in LONG.items() if k != "ignore_eos"
 
 
 class Fleet:
-    def __init__(self, start: Callable[..., RunningPredictor], redis: RedisServer) -> None:
-        self.start, self.redis = start, redis
+    def __init__(self, start: Callable[..., RunningPredictor], redis: RedisServer,
+                 capture: Path) -> None:
+        self.start, self.redis, self.capture = start, redis, capture
         # Two workers on one machine: each its own bounded cache, not 90% of what is free.
         # (Left to the engine, the second worker was OOM-killed.)
         common = ("--queue_url", redis.url, "--max_new_tokens_limit", "48",
@@ -44,8 +48,11 @@ class Fleet:
                   *CACHE)
         self.common = common
         self.workers = [self.add_worker() for _ in range(2)]
-        self.frontends = [start("demo-chat", "stable", *common, "--queue_role", "frontend")
-                          for _ in range(2)]
+        # The first frontend captures what its clients get (the workers answer no HTTP).
+        self.frontends = [start("demo-chat", "stable", *common, "--queue_role", "frontend",
+                                *(("--capture_uri", str(capture), "--capture_flush_s", "0.5")
+                                  if i == 0 else ()))
+                          for i in range(2)]
         version = json.loads((self.workers[0].model_dir / "MANIFEST.json").read_text())
         self.stream = f"modelctl:{{demo-chat:{version['version']}}}:requests"
 
@@ -71,11 +78,11 @@ class Fleet:
 
 @pytest.fixture(scope="module")
 def fleet(registry_dir: Path, start_predictor: Callable[..., RunningPredictor],
-          redis_server: RedisServer) -> Iterator[Fleet]:
+          redis_server: RedisServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     from scripts.demo_models import ensure_demo
 
     ensure_demo(str(registry_dir), "demo-chat")
-    fleet = Fleet(start_predictor, redis_server)
+    fleet = Fleet(start_predictor, redis_server, tmp_path_factory.mktemp("llm-queue-capture"))
     yield fleet
     for p in fleet.frontends + fleet.workers:  # the module's own, not the session's
         p.proc.stop()
@@ -132,6 +139,26 @@ def test_answers_whole_and_streamed_through_the_queue(fleet: Fleet) -> None:
               for f in (a, b)]
     assert [s.status_code for s in sample] == [200, 200], sample[0].text
     assert sample[0].text == sample[1].text and sample[0].text.strip()
+
+
+def test_a_frontend_captures_what_its_client_got(fleet: Fleet) -> None:
+    rid = "captured-1"
+    chunks = list(_client(fleet.frontends[0]).completions.create(
+        model="demo-chat", prompt="The sky is", temperature=0, max_tokens=8, stream=True,
+        extra_headers={"x-request-id": rid}))
+    got = wait_records(fleet.capture, 1, timeout_s=60, request_id=rid)[0]
+    assert (got["task"], got["status"], got["protocol"]) == ("llm", 200, "openai-completions")
+    assert json.loads(got["output"]) == ["".join(c.choices[0].text for c in chunks)]
+
+
+def test_a_worker_refuses_to_mirror_or_capture(fleet: Fleet, tmp_path: Path) -> None:
+    worker = fleet.workers[0]
+    argv = [sys.executable, "-m", "predictor", "--model_name", "demo-chat", "--model_dir",
+            str(worker.model_dir), *fleet.common, "--queue_role", "worker",
+            "--capture_uri", str(tmp_path)]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "give --shadow_url and --capture_uri to the frontends" in done.stderr
 
 
 def test_what_only_the_worker_can_check_is_a_400(fleet: Fleet) -> None:
