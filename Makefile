@@ -41,8 +41,13 @@ setup-node: setup-system
 demo: setup-python
 	@$(PY) -m scripts.demo_models --registry "$(REGISTRY)"
 
+# Anyone may call unless TENANTS names a tenants file (docs/TENANTS.md): then every
+# predict request needs a tenant's API key, e.g.
+#   .venv/bin/modelctl tenants key acme    # a key, and the file's entry for it
+#   make run TENANTS=tenants.yaml
 run: demo
-	$(VENV)/bin/modelctl serve demo-embed@stable --registry "$(REGISTRY)" --port $(PORT)
+	$(VENV)/bin/modelctl serve demo-embed@stable --registry "$(REGISTRY)" --port $(PORT) \
+	  $(if $(TENANTS),-- --tenants_file "$(TENANTS)" --enable_grpc false)
 
 lint: setup-python
 	$(VENV)/bin/ruff check common registry predictor rollout shadow devstack deploycheck cli capacity tests bench scripts

@@ -42,6 +42,10 @@ def build_app() -> typer.Typer:
 
     root.add_typer(_dev.app, name="dev")
 
+    from cli import _tenants
+
+    root.add_typer(_tenants.app, name="tenants")
+
     from cli._plan import plan
 
     root.command("plan")(plan)

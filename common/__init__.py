@@ -5,7 +5,9 @@ Today: durations as people write them on the command line (``90s``, ``500ms``,
 ``1500ms``). And ``lazy_exports``, the ``__getattr__`` of a package whose heavy names load on
 first use. And the root of the error tree, ``PlatformError``, which every package's errors
 subclass (``InvalidDuration`` is one, and also a ``ValueError``). ``common.pages`` holds
-the pieces of a self-contained HTML report page (style, escaping, inline SVG figures).
+the pieces of a self-contained HTML report page (style, escaping, inline SVG figures);
+``common.tenants`` the tenants file (API key hashes, models, limits) that ``modelctl
+tenants`` helps write and the predictor's ``--tenants_file`` reads.
 """
 
 from common._durations import (

@@ -72,6 +72,8 @@ class ServerConfig:
     max_new_tokens_limit: int = 1024
     default_max_tokens: int = 256
     kv_cache_memory_mb: float = 0.0
+    tenants_file: str = ""
+    tenant_metrics_top: int = 20
 
     def __post_init__(self) -> None:
         problems = []
@@ -114,6 +116,7 @@ class ServerConfig:
             problems.append("--max_queue_size must be >= --max_batch_size")
         problems.extend(tap_problems(self))
         problems.extend(queue_problems(self))
+        problems.extend(tenant_problems(self))
         problems.extend(multi_model_problems(self))
         if problems:
             raise ValueError("; ".join(problems))
@@ -199,11 +202,34 @@ _HELP: dict[str, str] = {
     "max_tokens is capped to it.",
     "default_max_tokens": "LLM (task llm): tokens generated when a request names no max_tokens "
     "(POST /sample always).",
+    "tenants_file": "API keys and tenants (docs/TENANTS.md): a YAML file, usually a mounted "
+    "Secret, of each tenant's key hashes, models and limits; re-read when it changes. Every "
+    "predict or generation request then needs a tenant's key (401 without, 403 for a model "
+    "it may not use, 429 over its limits). Empty: anyone may call.",
+    "tenant_metrics_top": "With --tenants_file: tenants named in the per-tenant metrics (the "
+    "busiest of the last minute); the rest are counted as tenant=\"other\".",
     "kv_cache_memory_mb": "LLM (task llm): the paged KV cache's size. 0: the engine's own "
     "default, 90 percent of the memory free once the weights are loaded (transformers' "
     "max_memory_percent), which suits one server a machine or GPU; set it where several "
     "share one (queue-mode workers, a test machine).",
 }
+
+
+def tenant_problems(config: ServerConfig) -> list[str]:
+    """What is wrong with the tenant flags (empty: nothing); the file is read at start."""
+    problems = []
+    if config.tenant_metrics_top < 0:
+        problems.append(f"--tenant_metrics_top must be >= 0, got {config.tenant_metrics_top}")
+    if not config.tenants_file:
+        return problems
+    if config.enable_grpc:
+        problems.append("--tenants_file guards the HTTP routes only: add --enable_grpc false")
+    if config.multi_model:
+        problems.append("--tenants_file cannot be combined with --multi_model (yet)")
+    if config.queue_role == "worker":
+        problems.append("--tenants_file belongs on the frontends: a queue worker answers no "
+                        "HTTP request")
+    return problems
 
 
 def queue_problems(config: ServerConfig) -> list[str]:

@@ -146,7 +146,24 @@ class ModelUnavailable(PredictorError):
 
 
 class Unauthorized(PredictorError):
-    """A repository load or unload without the bearer token it needs: 401."""
+    """A repository load or unload without the bearer token it needs, or a request
+    without a tenant's API key where tenants are on: 401."""
+
+    def __init__(self, message: str, realm: str = "model repository") -> None:
+        super().__init__(message)
+        self.realm = realm
+
+
+class Forbidden(PredictorError):
+    """A tenant asked for a model it may not use: 403."""
+
+
+class Throttled(PredictorError):
+    """A tenant is over one of its limits (``--tenants_file``): 429 with Retry-After."""
+
+    def __init__(self, message: str, retry_after_s: float) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
 
 
 class InjectedFailure(PredictorError):
@@ -186,6 +203,7 @@ _FIXED_STATUS: tuple[tuple[type[PredictorError], int], ...] = (
     (BadInput, 400),
     # Understood and refused, whoever asks: a 4xx, so no error rate counts it.
     (RepositoryRefused, 403),
+    (Forbidden, 403),
     (ModelUnknown, 404),
 )
 
@@ -201,7 +219,9 @@ def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
     if isinstance(exc, ModelUnavailable):
         return 503, {} if exc.retry_after_s is None else _retry_after(exc.retry_after_s)
     if isinstance(exc, Unauthorized):
-        return 401, {"www-authenticate": 'Bearer realm="model repository"'}
+        return 401, {"www-authenticate": f'Bearer realm="{exc.realm}"'}
+    if isinstance(exc, Throttled):
+        return 429, _retry_after(exc.retry_after_s)
     if isinstance(exc, DeadlineExpired):
         # Dropped in the queue by overload: a refusal like the 429 at the door, not a
         # server error (the rollout's error rate must not count shed load).

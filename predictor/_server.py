@@ -28,7 +28,9 @@ from predictor._errors import PredictorError, TLSMisconfigured
 from predictor._fastpath import FastPath
 from predictor._head import MAX_HEAD_BYTES, head_limited_protocol
 from predictor._http import (
+    PREDICT_PATH,
     PredictorMiddleware,
+    model_of_path,
     predictor_error_handler,
     validation_error_handler,
 )
@@ -37,6 +39,7 @@ from predictor._repository import repository_classes
 from predictor._requestlog import RequestLog, RequestLogConfig
 from predictor._versions import VersionRoutes, with_versions
 from predictor.tap._tap import Tap, TapMiddleware
+from predictor.tenants import guard
 
 logger = logging.getLogger("predictor")
 
@@ -197,7 +200,8 @@ def _server_class() -> type[Any]:
 
         def _wrap(self, app: Any) -> Any:
             # KServe's app, wrapped (outermost first): request IDs, body limits and
-            # metrics; the V2 version routes; mirroring and capture; the V1 fast path. All
+            # metrics; the V2 version routes; the tenant check (--tenants_file); mirroring
+            # and capture; the V1 fast path. All
             # see KServe's own answers too (404, 400 for bad JSON), so counts and captures
             # are complete.
             assert self._model is not None
@@ -210,6 +214,8 @@ def _server_class() -> type[Any]:
             if self._tap is not None:
                 asgi = TapMiddleware(asgi, tap=self._tap)
                 self._tap.start()
+            asgi = guard(asgi, self.config, version=self._model.version, paths=PREDICT_PATH,
+                         model_of=model_of_path)
             return PredictorMiddleware(
                 VersionRoutes(asgi, self.registered_models),
                 max_body_bytes=self.config.max_body_bytes,

@@ -39,6 +39,7 @@ def _server() -> type[Any]:
     from predictor._versions import VersionRoutes
     from predictor.llm._routes import LLMRoutes, generation_paths, openai_prefix
     from predictor.tap import LLM_TASK, Tap, TapMiddleware
+    from predictor.tenants import guard
 
     class ServedLLM(kserve.Model):
         """The model as KServe's repository and health routes see it."""
@@ -78,7 +79,7 @@ def _server() -> type[Any]:
 
         def _wrap_llm(self, app: Any) -> Any:
             # As ``_wrap``: request IDs, limits and metrics outermost, then the version
-            # routes, then mirroring and capture of the generation routes.
+            # routes, the tenant check, then mirroring and capture of the generation routes.
             prefix = openai_prefix()
             paths = generation_paths(prefix)
             asgi: Any = LLMRoutes(app, self.llm, prefix)
@@ -86,6 +87,8 @@ def _server() -> type[Any]:
             if self._tap is not None:
                 asgi = TapMiddleware(asgi, tap=self._tap, paths=paths)
                 self._tap.start()
+            asgi = guard(asgi, self.config, version=self.llm.version, paths=paths,
+                         model_of=lambda path: self.llm.name)
             return PredictorMiddleware(
                 VersionRoutes(asgi, self.registered_models),
                 max_body_bytes=self.config.max_body_bytes,

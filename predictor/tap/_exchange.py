@@ -9,9 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 SHADOW_HEADER = "x-shadow"
-# Request headers a mirrored copy keeps: what the body means, and the client's deadline.
+# Request headers a mirrored copy keeps: what the body means, the client's deadline, and
+# its API key (with --tenants_file the shadow serves the same tenant, or refuses it 401).
+# They are held in memory until sent; a capture record keeps none of them.
 FORWARDED_HEADERS = (b"content-type", b"inference-header-content-length",
-                     b"x-request-timeout-ms")
+                     b"x-request-timeout-ms", b"authorization", b"x-api-key")
 
 
 @dataclass(frozen=True, slots=True)

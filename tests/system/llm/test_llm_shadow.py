@@ -1,8 +1,9 @@
 """Mirroring, capture and the shadow report for an LLM, with two real demo-chat predictors.
 
-The primary mirrors every generation to a shadow (``--role shadow``); both capture. The
-requests come from the official ``openai`` client (whole and streamed) and from httpx
-(``/sample`` and a bad body); the report is ``modelctl shadow report`` run in-process.
+The primary mirrors every generation to a shadow (``--role shadow``); both capture, and
+both need a tenant's API key (the mirror carries the client's). The requests come from
+the official ``openai`` client (whole and streamed) and from httpx (``/sample`` and a bad
+body); the report is ``modelctl shadow report`` run in-process.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 
+from common.tenants import hash_key, new_key
 from tests.support.fleet import records, run_cli, wait_records
 from tests.support.predictor import RunningPredictor
 from tests.system.llm.conftest import CACHE
 
 MODEL = "demo-chat"
+KEY = new_key()
 TOKENS = 8
 PROMPTS = [f"Name {n} colours, one word each." for n in range(1, 5)] + [
     "What is the capital of France?", "Say hello.", "Count to three.", "What is 2 + 2?"]
@@ -32,7 +36,11 @@ def pair(registry_dir: Path, start_predictor: Callable[..., RunningPredictor],
 
     ensure_demo(str(registry_dir), MODEL)
     capture = tmp_path_factory.mktemp("llm-capture")
-    common = (*CACHE, "--capture_uri", str(capture), "--capture_flush_s", "0.5")
+    # Both sides guard with the same tenants file: the mirror carries the client's key.
+    tenants = capture.parent / "llm-tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tenants": {"acme": {"keys": [hash_key(KEY)]}}}))
+    common = (*CACHE, "--capture_uri", str(capture), "--capture_flush_s", "0.5",
+              "--tenants_file", str(tenants), "--enable_grpc", "false")
     shadow = start_predictor(MODEL, "stable", *common, "--role", "shadow", ready_timeout_s=300)
     primary = start_predictor(MODEL, "stable", *common, "--capture_inputs", "true",
                               "--shadow_url", shadow.url, "--shadow_timeout_ms", "60000",
@@ -50,7 +58,7 @@ def sent(pair: tuple[RunningPredictor, Path]) -> dict[str, str]:
     import openai
 
     primary, capture = pair
-    client = openai.OpenAI(base_url=f"{primary.url}/openai/v1", api_key="unused", max_retries=0)
+    client = openai.OpenAI(base_url=f"{primary.url}/openai/v1", api_key=KEY, max_retries=0)
     texts: dict[str, str] = {}
     for i, prompt in enumerate(PROMPTS):
         messages: Any = [{"role": "user", "content": prompt}]
@@ -67,12 +75,12 @@ def sent(pair: tuple[RunningPredictor, Path]) -> dict[str, str]:
     for i in range(2):
         rid = f"sample-{i}"
         answer = httpx.post(f"{primary.url}/sample", content=b"E equals ", timeout=120,
-                            headers={"x-request-id": rid})
+                            headers={"x-request-id": rid, "x-api-key": KEY})
         assert answer.status_code == 200
         texts[rid] = answer.text
     bad = httpx.post(f"{primary.url}/openai/v1/chat/completions", timeout=30,
                      json={"model": MODEL, "messages": "not a list"},
-                     headers={"x-request-id": "bad-0"})
+                     headers={"x-request-id": "bad-0", "authorization": f"Bearer {KEY}"})
     assert bad.status_code == 400
     total = len(texts) + 1
     wait_records(capture, total, timeout_s=120, role="stable")
@@ -99,6 +107,20 @@ def test_every_generation_is_captured_as_its_client_got_it(
     assert primary["stream-3"]["input_hash"] == primary["whole-3"]["input_hash"]
     assert primary["bad-0"]["status"] == shadow["bad-0"]["status"] == 400
     assert "messages" in primary["bad-0"]["error"]
+
+
+def test_a_tenant_key_is_needed_and_refusals_take_openais_shape(
+        pair: tuple[RunningPredictor, Path]) -> None:
+    import openai
+
+    primary, _ = pair
+    stranger = openai.OpenAI(base_url=f"{primary.url}/openai/v1", api_key="mk-wrong",
+                             max_retries=0)
+    with pytest.raises(openai.AuthenticationError) as caught:
+        stranger.chat.completions.create(model=MODEL, max_tokens=2,
+                                         messages=[{"role": "user", "content": "hi"}])
+    assert caught.value.status_code == 401 and "not valid" in caught.value.message
+    assert httpx.post(f"{primary.url}/sample", content=b"hi", timeout=30).status_code == 401
 
 
 def test_the_shadow_report_compares_generations_and_latency(
