@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from predictor._errors import PredictorError
-from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching import Batcher, BatchStats
 from predictor.batching._policy import BatchConfig
 
 Submit = Callable[[list[int], float], Awaitable[list[int]]]

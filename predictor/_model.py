@@ -30,10 +30,11 @@ from predictor._errors import (
 from predictor._http import request_timeout_ms
 from predictor._metrics import PredictorMetrics
 from predictor._protocol import DecodedRequest, decode_v1, decode_v2
-from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching import Batcher, BatchStats
 from predictor.batching._device import DeviceLane
 from predictor.batching._policy import BatchConfig
 from predictor.handlers._base import Handler, RequestOptions, TensorSpec
+from predictor.tenants import CURRENT
 
 logger = logging.getLogger("predictor")
 
@@ -216,7 +217,10 @@ class BatchingModel(kserve.Model):
         batcher = await self.batcher()
         self._queue_depth.set(batcher.queue_depth)
         try:
-            results = await batcher.submit(prepared, deadline, timeout_ms=timeout_ms)
+            tenant = CURRENT.get()  # with --tenants_file: queued in fair order by tenant
+            results = await batcher.submit(
+                prepared, deadline, timeout_ms=timeout_ms,
+                flow=tenant.name if tenant else None, weight=tenant.weight if tenant else 1.0)
         finally:
             self._queue_depth.set(batcher.queue_depth)
         if self.config.inject_error_rate > 0 and (

@@ -8,9 +8,10 @@ executor thread, and ``run_isolating`` (``_isolation``) bisects a failing batch 
 one bad item never fails its neighbours.
 """
 
-from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching._batcher import Batcher
 from predictor.batching._estimators import ArrivalRate, LatencyModel
 from predictor.batching._isolation import Outcome, is_out_of_memory, run_isolating
+from predictor.batching._items import BatchStats
 from predictor.batching._policy import Admission, BatchConfig, BatchPolicy, Dispatch, Wait
 
 __all__ = [

@@ -6,6 +6,9 @@ and runs at most one batch at a time in a dedicated single-thread executor, so
 the model never blocks the event loop and the next batch forms while one runs.
 Each request awaits its own future; results fan out by position.
 
+The queue is in fair order across flows (a tenant's requests), ``_fair``: plain
+FIFO with one flow.
+
 A batch that raises is bisected until the failing items are isolated; only
 their requests fail. An out-of-memory error also halves the batch and lowers
 the batch cap for good. Every outcome is counted on the batcher and reported
@@ -22,8 +25,7 @@ import logging
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from predictor._errors import (
     BadInput,
@@ -34,59 +36,20 @@ from predictor._errors import (
     PredictorError,
 )
 from predictor.batching._device import DeviceLane, OwnDevice
+from predictor.batching._fair import FairOrder, position
 from predictor.batching._isolation import (
-    BatchKind,
     Outcome,
     is_bad_input,
     is_out_of_memory,
     run_isolating,
 )
+from predictor.batching._items import BatchStats, Item, Request
 from predictor.batching._policy import BatchConfig, BatchPolicy, Dispatch
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class BatchStats:
-    """What happened to one dispatched batch (for metrics and logs).
-
-    ``duration_s`` covers every run of the batch, bisection included;
-    ``queue_waits_s`` holds each item's time in the queue; ``expired`` counts
-    items dropped at their deadline since the previous batch; ``cap`` is the
-    batch cap after this batch; ``kind`` is ``"ok"``, ``"bisect"`` (something
-    raised and was isolated) or ``"oom"`` (out of memory: split, cap lowered).
-    """
-
-    size: int
-    duration_s: float
-    queue_waits_s: tuple[float, ...]
-    cap: int
-    expired: int
-    kind: BatchKind
-    failed: int
-    runs: int
-
-
-@dataclass(eq=False)
-class _Request(Generic[R]):
-    future: asyncio.Future[list[R]]
-    submitted_at: float
-    deadline: float
-    timeout_ms: float
-    results: list[Any]
-    remaining: int
-
-
-@dataclass(eq=False, slots=True)
-class _Item(Generic[T, R]):
-    value: T
-    enqueued_at: float
-    deadline: float
-    request: _Request[R]
-    index: int
 
 
 class Batcher(Generic[T, R]):
@@ -122,7 +85,7 @@ class Batcher(Generic[T, R]):
         self._is_input_error = is_input_error
         self._is_oom = is_oom
 
-        self._queue: deque[_Item[T, R]] = deque()
+        self._queue: deque[Item[T, R]] = deque()
         self._cap = config.max_batch_size
         self._in_flight = 0
         self._busy_until: float | None = None
@@ -131,7 +94,7 @@ class Batcher(Generic[T, R]):
         self._idle: asyncio.Event | None = None
         self._loop_task: asyncio.Task[None] | None = None
         self._batch_task: asyncio.Task[None] | None = None
-        self._running: list[_Item[T, R]] = []
+        self._running: list[Item[T, R]] = []
         self._broken: BaseException | None = None
 
         # Every item ends in exactly one of these (or is still queued or running).
@@ -142,6 +105,8 @@ class Batcher(Generic[T, R]):
         self.batches = 0
         self._rejected: Counter[str] = Counter()
         self._expired_since_batch = 0
+        self._fair = FairOrder()
+        self.items_pushed_out = 0  # dropped from the queue's tail for a fairer request
 
     # -- state --------------------------------------------------------------------------------
     @property
@@ -210,14 +175,16 @@ class Batcher(Generic[T, R]):
 
     # -- the request path ---------------------------------------------------------------------
     async def submit(self, items: Sequence[T], deadline: float, *,
-                     timeout_ms: float | None = None) -> list[R]:
+                     timeout_ms: float | None = None, flow: str | None = None,
+                     weight: float = 1.0) -> list[R]:
         """Queue the items of one request and wait for their results, in order.
 
         ``deadline`` is on the batcher's clock. ``timeout_ms`` is the request's
         whole timeout, for error messages (by default, the time it has left
-        now). Raises ``Overloaded`` if refused, ``DeadlineExpired`` if dropped
-        in the queue, ``ItemFailed`` if an item raised, ``BadInput`` for an
-        empty request.
+        now). ``flow`` and ``weight``: whose request it is (a tenant) and its share
+        under contention, for the fair order. Raises ``Overloaded`` if refused (or
+        pushed out later by a fairer request), ``DeadlineExpired`` if dropped in the
+        queue, ``ItemFailed`` if an item raised, ``BadInput`` for an empty request.
         """
         wake, idle = self._events()
         if self._broken is not None:
@@ -227,8 +194,16 @@ class Batcher(Generic[T, R]):
         if not items:
             raise BadInput("a request needs at least one item")
         now = self._clock()
-        admission = self.policy.admit(now, len(self._queue), len(items), deadline,
+        start = self._fair.start(flow)
+        ahead = position(self._queue, start)
+        admission = self.policy.admit(now, ahead, len(items), deadline,
                                       self._busy_until, cap=self._cap)
+        if admission.accepted and len(self._queue) + len(items) > self.config.max_queue_size:
+            self._push_out(start, len(items), admission.retry_after_s)
+            ahead = position(self._queue, start)
+            if len(self._queue) + len(items) > self.config.max_queue_size:
+                admission = self.policy.admit(now, len(self._queue), len(items), deadline,
+                                              self._busy_until, cap=self._cap)
         if admission.reason == "queue_full":
             self._reject("queue_full", admission.retry_after_s,
                          f"the queue is full ({len(self._queue)} items waiting, "
@@ -241,9 +216,16 @@ class Batcher(Generic[T, R]):
         future: asyncio.Future[list[R]] = asyncio.get_running_loop().create_future()
         if timeout_ms is None:
             timeout_ms = (deadline - now) * 1000.0
-        request: _Request[R] = _Request(future, now, deadline, timeout_ms, [None] * len(items),
+        request: Request[R] = Request(future, now, deadline, timeout_ms, [None] * len(items),
                                         len(items))
-        self._queue.extend(_Item(v, now, deadline, request, i) for i, v in enumerate(items))
+        tags = self._fair.tags(flow, len(items), weight)
+        new = [Item(v, now, deadline, request, i, tag)
+               for i, (v, tag) in enumerate(zip(items, tags, strict=True))]
+        if ahead == len(self._queue):
+            self._queue.extend(new)
+        else:  # ahead of another flow's backlog
+            for offset, item in enumerate(new):
+                self._queue.insert(ahead + offset, item)
         self.policy.record_arrivals(now, len(items))
         idle.clear()
         wake.set()
@@ -253,6 +235,21 @@ class Batcher(Generic[T, R]):
             self._abandon(request)
             self._update_idle()
             raise
+
+    def _push_out(self, tag: float, room: int, retry_after_s: float) -> None:
+        """Make room for ``room`` items tagged ``tag`` in a full queue by refusing the
+        requests whose items are last in fair order (tagged after ``tag``)."""
+        while (len(self._queue) + room > self.config.max_queue_size and self._queue
+               and self._queue[-1].tag > tag):
+            request = self._queue[-1].request
+            before = len(self._queue)
+            self._queue = deque(item for item in self._queue if item.request is not request)
+            self.items_pushed_out += before - len(self._queue)
+            self._rejected["queue_full"] += 1
+            self._fail(request, Overloaded("queue_full", retry_after_s,
+                                           "the queue is full and this request was last "
+                                           "in fair order: its tenant sends more than its "
+                                           "share"))
 
     def _reject(self, reason: OverloadReason, retry_after_s: float, message: str) -> None:
         self._rejected[reason] += 1
@@ -300,6 +297,7 @@ class Batcher(Generic[T, R]):
 
     def _dispatch(self, n: int, now: float) -> None:
         batch = [self._queue.popleft() for _ in range(n)]
+        self._fair.dispatched(batch)
         self._running = batch
         self._in_flight = len(batch)
         self._busy_until = now + self.policy.latency_model.predict(len(batch))
@@ -318,7 +316,7 @@ class Batcher(Generic[T, R]):
             self._fail(request, DeadlineExpired(request.timeout_ms, waited_ms))
         self._update_idle()
 
-    async def _execute(self, batch: list[_Item[T, R]], started: float) -> None:
+    async def _execute(self, batch: list[Item[T, R]], started: float) -> None:
         work = functools.partial(run_isolating, self._run_batch, [item.value for item in batch],
                                  self._cap, clock=self._clock, is_oom=self._is_oom)
         try:
@@ -360,31 +358,31 @@ class Batcher(Generic[T, R]):
             except Exception:
                 logger.exception("on_batch callback failed")
 
-    def _deliver(self, batch: list[_Item[T, R]], outcome: Outcome) -> None:
+    def _deliver(self, batch: list[Item[T, R]], outcome: Outcome) -> None:
         self.items_failed += len(outcome.failures)
         self.items_succeeded += len(batch) - len(outcome.failures)
-        for position, item in enumerate(batch):
+        for at, item in enumerate(batch):
             request = item.request
             if request.future.done():
                 continue  # cancelled, expired or failed by a sibling
-            cause = outcome.failures.get(position)
+            cause = outcome.failures.get(at)
             if cause is not None:
                 logger.info("item %d of a request failed: %s", item.index, type(cause).__name__)
                 is_input_error = self._is_input_error(cause)
                 self._fail(request, ItemFailed(item.index, cause, is_input_error=is_input_error))
                 self._abandon(request)
                 continue
-            request.results[item.index] = outcome.results[position]
+            request.results[item.index] = outcome.results[at]
             request.remaining -= 1
             if request.remaining == 0:
                 request.future.set_result(request.results)
 
     # -- bookkeeping --------------------------------------------------------------------------
-    def _fail(self, request: _Request[R], exc: PredictorError) -> None:
+    def _fail(self, request: Request[R], exc: PredictorError) -> None:
         if not request.future.done():
             request.future.set_exception(exc)
 
-    def _abandon(self, request: _Request[R]) -> None:
+    def _abandon(self, request: Request[R]) -> None:
         """Drop the request's items still in the queue (it failed or was cancelled)."""
         kept = deque(item for item in self._queue if item.request is not request)
         self.items_abandoned += len(self._queue) - len(kept)

@@ -12,7 +12,8 @@ refused request is neither mirrored, captured nor queued. On the routes it guard
 - over its rate or its requests in flight: 429 with ``Retry-After``.
 
 Health, readiness, metadata and ``/metrics`` stay open (probes and scrapes carry no key).
-An admitted request carries its tenant in the scope (``TENANT``) for the layers inside.
+An admitted request carries its tenant in the scope (``TENANT``) and in ``CURRENT`` for
+the layers inside (the batcher queues it in fair order by tenant and weight).
 The key itself is never logged, counted or echoed: errors name the tenant, not the key.
 """
 
@@ -21,21 +22,24 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from contextvars import ContextVar
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from common.tenants import TenantsError, TenantsFile
+from common.tenants import Tenant, TenantsError, TenantsFile
 from predictor._errors import Forbidden, PredictorError, Unauthorized, status_for
 from predictor._http import ASGIApp, Message, Receive, Scope, Send, header, send_error
 from predictor.tenants._limits import TenantLimits
 from predictor.tenants._metrics import TenantMetrics
 
 if TYPE_CHECKING:
-    from common.tenants import Tenant
     from predictor._config import ServerConfig
 
 TENANT = "modelctl.tenant"
 REALM = "modelctl"
+# The admitted request's tenant, for the layers inside that are not ASGI (the batcher's
+# fair order, through BatchingModel): set around the app, so its tasks see it too.
+CURRENT: ContextVar[Tenant | None] = ContextVar("modelctl_tenant", default=None)
 _OPENAI = re.compile(r"/v1/(chat/)?completions$")
 
 
@@ -91,9 +95,11 @@ class TenantMiddleware:
             self.metrics.observe(tenant.name if tenant else None, status[0],
                                  time.monotonic() - started)
             return
+        token = CURRENT.set(tenant)
         try:
             await self.app({**scope, TENANT: tenant.name}, receive, watched)
         finally:
+            CURRENT.reset(token)
             self.limits.release(tenant)
             self.metrics.observe(tenant.name, status[0], time.monotonic() - started)
 

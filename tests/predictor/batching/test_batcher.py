@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 import pytest
 
 from predictor._errors import BadInput, DeadlineExpired, ItemFailed, Overloaded
-from predictor.batching._batcher import Batcher, BatchStats
+from predictor.batching import Batcher, BatchStats
 from predictor.batching._isolation import is_out_of_memory, run_isolating
 from predictor.batching._policy import BatchConfig
 

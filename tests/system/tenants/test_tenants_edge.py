@@ -119,3 +119,33 @@ def test_two_queue_frontends_share_one_limit(
     keys = redis_server.client().keys("LIMITS:*")
     assert keys and all(b"modelctl-tenant" in k for k in keys)
     assert not any(KEYS["acme"].encode() in k for k in keys)
+
+
+def test_a_tenant_flooding_at_5x_capacity_costs_a_light_one_nothing(
+        registry_dir: Path, start_predictor: Callable[..., RunningPredictor],
+        tmp_path: Path) -> None:
+    """The batcher's fair order: no rate limits, only equal weights. Capacity is 2 items
+    per 50 ms batch (40/s); acme sends 200/s, beta 8/s (``bench/fairness_bench.py``
+    measures the latencies; this test checks who is refused)."""
+    import asyncio
+
+    from bench.loadgen import run_open_loop_async
+
+    push_fixed_latency(registry_dir, "tenants-fair", latency_ms=50, max_batch_size=2)
+    path = _write(tmp_path / "tenants.yaml", {
+        name: {"keys": [hash_key(KEYS[name])]} for name in ("acme", "beta")})
+    served = start_predictor("tenants-fair", "latest", *NO_GRPC, "--tenants_file", str(path),
+                             "--request_timeout_ms", "2000")
+    url = f"{served.url}/v1/models/tenants-fair:predict"
+
+    async def load() -> list[Any]:
+        return list(await asyncio.gather(*(
+            run_open_loop_async(url, rate=rate, duration_s=6, warmup_s=1,
+                                body={"instances": [name]},
+                                headers={"authorization": f"Bearer {KEYS[name]}"})
+            for name, rate in (("acme", 200), ("beta", 8)))))
+
+    heavy, light = asyncio.run(load())
+    assert light.status_counts == {"200": light.sent}, light.status_counts
+    assert heavy.status_counts.get("429", 0) > heavy.sent / 2, heavy.status_counts
+    assert heavy.throughput_rps > 20  # the device stays busy with the heavy tenant's work
