@@ -12,6 +12,7 @@ A YAML (or JSON) file, meant to be a Kubernetes Secret mounted as a volume::
         requests: "20 per 2 seconds" # at most 20 in any 2 s: bursts of 20, 10/s sustained
         concurrent: 4                # requests (streams) in flight at once
         weight: 1                    # share under contention (fair share)
+        adapter: demo-chat-acme      # an LLM's LoRA adapter for this tenant (by name)
       beta:
         keys: ["sha256:…", "sha256:…"]   # a second key: rotate without downtime
 
@@ -48,7 +49,7 @@ KEY_PREFIX = "mk-"  # what a generated key starts with, so a leaked one is recog
 HASH_PREFIX = "sha256:"
 _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
-_FIELDS = {"keys", "models", "requests", "concurrent", "weight"}
+_FIELDS = {"keys", "models", "requests", "concurrent", "weight", "adapter"}
 RECHECK_S = 1.0
 
 
@@ -65,6 +66,7 @@ class Tenant:
     requests: str | None = None  # a ``limits`` rate, e.g. "20 per 2 seconds"
     concurrent: int | None = None
     weight: float = 1.0
+    adapter: str | None = None  # the LoRA adapter its generations use (None: the base)
 
     def may_use(self, model: str) -> bool:
         return self.models is None or model in self.models
@@ -141,8 +143,12 @@ def _tenant(name: str, spec: Any, where: str) -> Tenant:
     weight = spec.get("weight", 1)
     if not isinstance(weight, int | float) or isinstance(weight, bool) or not weight > 0:
         raise TenantsError(f"{at}: 'weight' must be a number > 0")
+    adapter = spec.get("adapter")
+    if adapter is not None and (not isinstance(adapter, str) or not _NAME.match(adapter)):
+        raise TenantsError(f"{at}: 'adapter' must be the name of an adapter served here")
     return Tenant(name, frozenset(models) if models is not None else None,
-                  str(requests) if requests is not None else None, concurrent, float(weight))
+                  str(requests) if requests is not None else None, concurrent, float(weight),
+                  adapter)
 
 
 def _check_rate(text: str, at: str) -> None:
