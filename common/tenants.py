@@ -10,6 +10,7 @@ A YAML (or JSON) file, meant to be a Kubernetes Secret mounted as a volume::
         keys: ["sha256:9f86d0…"]     # sha256 of each API key (modelctl tenants key)
         models: [demo-chat]          # may use only these; omitted: every model served
         requests: "20 per 2 seconds" # at most 20 in any 2 s: bursts of 20, 10/s sustained
+        tokens: "6000 per minute"    # generated tokens (task llm), same notation
         concurrent: 4                # requests (streams) in flight at once
         weight: 1                    # share under contention (fair share)
         adapter: demo-chat-acme      # an LLM's LoRA adapter for this tenant (by name)
@@ -18,8 +19,9 @@ A YAML (or JSON) file, meant to be a Kubernetes Secret mounted as a volume::
 
 Keys are stored as their SHA-256, never in the clear: a request's key is hashed and
 looked up, so neither the file nor a timing difference gives a key away. ``requests``
-is a rate in the notation of the ``limits`` library (``limits.parse``: "10/second",
-"600 per minute", "20 per 2 seconds"). Every field but ``keys`` is optional.
+and ``tokens`` are rates in the notation of the ``limits`` library (``limits.parse``:
+"10/second", "600 per minute", "20 per 2 seconds"). Every field but ``keys`` is
+optional.
 
 ``TenantsFile.current()`` re-reads the file when its identity (inode, size, mtime)
 changes, at most once a second: a Secret's volume swaps a symlink when the Secret
@@ -49,7 +51,7 @@ KEY_PREFIX = "mk-"  # what a generated key starts with, so a leaked one is recog
 HASH_PREFIX = "sha256:"
 _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$")
-_FIELDS = {"keys", "models", "requests", "concurrent", "weight", "adapter"}
+_FIELDS = {"keys", "models", "requests", "tokens", "concurrent", "weight", "adapter"}
 RECHECK_S = 1.0
 
 
@@ -64,6 +66,7 @@ class Tenant:
     name: str
     models: frozenset[str] | None = None  # None: every model served here
     requests: str | None = None  # a ``limits`` rate, e.g. "20 per 2 seconds"
+    tokens: str | None = None  # generated tokens, the same notation (task llm)
     concurrent: int | None = None
     weight: float = 1.0
     adapter: str | None = None  # the LoRA adapter its generations use (None: the base)
@@ -133,9 +136,10 @@ def _tenant(name: str, spec: Any, where: str) -> Tenant:
     if models is not None and (not isinstance(models, list)
                                or not all(isinstance(m, str) and m for m in models)):
         raise TenantsError(f"{at}: 'models' must be a list of model names")
-    requests = spec.get("requests")
-    if requests is not None:
-        _check_rate(str(requests), at)
+    requests, tokens = spec.get("requests"), spec.get("tokens")
+    for key, rate in (("requests", requests), ("tokens", tokens)):
+        if rate is not None:
+            _check_rate(key, str(rate), at)
     concurrent = spec.get("concurrent")
     if concurrent is not None and (not isinstance(concurrent, int) or isinstance(
             concurrent, bool) or concurrent < 1):
@@ -147,17 +151,18 @@ def _tenant(name: str, spec: Any, where: str) -> Tenant:
     if adapter is not None and (not isinstance(adapter, str) or not _NAME.match(adapter)):
         raise TenantsError(f"{at}: 'adapter' must be the name of an adapter served here")
     return Tenant(name, frozenset(models) if models is not None else None,
-                  str(requests) if requests is not None else None, concurrent, float(weight),
+                  str(requests) if requests is not None else None,
+                  str(tokens) if tokens is not None else None, concurrent, float(weight),
                   adapter)
 
 
-def _check_rate(text: str, at: str) -> None:
+def _check_rate(key: str, text: str, at: str) -> None:
     from limits import parse
 
     try:
         parse(text)
     except ValueError:
-        raise TenantsError(f"{at}: 'requests' {text!r} is not a rate (e.g. '10/second', "
+        raise TenantsError(f"{at}: {key!r} {text!r} is not a rate (e.g. '10/second', "
                            "'20 per 2 seconds')") from None
 
 

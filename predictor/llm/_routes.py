@@ -34,6 +34,7 @@ from predictor._http import _BODY, ASGIApp, Receive, Scope, Send, request_timeou
 from predictor.llm._model import Generating, Piece
 from predictor.llm._openai import DONE, Shape, error_body, models_body, stream_error
 from predictor.llm._params import GenerationRequest, parse_chat, parse_completion, parse_sample
+from predictor.tenants import note_tokens
 
 SAMPLE_PATH = "/sample"
 
@@ -94,7 +95,8 @@ class LLMRoutes:
             request = parse_sample(scope.get(_BODY, b""), self.model.name)
             timeout = request_timeout_ms(_headers(scope), self.model.config.request_timeout_ms)
             pieces = await _until_disconnect(
-                receive, _collect(self.model.generate(request, timeout_ms=timeout, arrived=arrived))
+                receive, _collect(_counted(self.model.generate(request, timeout_ms=timeout,
+                                                               arrived=arrived)))
             )
         except PredictorError as exc:
             await send_error(send, exc)
@@ -122,7 +124,7 @@ class LLMRoutes:
             await _openai_error(send, exc)
             return
         shape = Shape(chat=chat, model=self.model.name, request_id=headers.get("x-request-id", ""))
-        pieces = self.model.generate(request, timeout_ms=timeout, arrived=arrived)
+        pieces = _counted(self.model.generate(request, timeout_ms=timeout, arrived=arrived))
         if request.stream:
             await _stream(receive, send, shape, request, pieces)
             return
@@ -218,6 +220,19 @@ async def _stream(
         await _until_disconnect(receive, events())
     finally:
         await pieces.aclose()  # a client gone mid-stream: the sequence is cancelled
+
+
+async def _counted(pieces: AsyncGenerator[Piece, None]) -> AsyncGenerator[Piece, None]:
+    """``pieces``, telling the tenant check how many tokens the generation has made: the
+    last piece's count, or until then the pieces so far (each holds at least one)."""
+    seen = 0
+    try:
+        async for piece in pieces:
+            seen += 1
+            note_tokens(max(seen, piece.completion_tokens))
+            yield piece
+    finally:
+        await pieces.aclose()  # a client gone: the sequence is cancelled
 
 
 async def _collect(pieces: AsyncIterator[Piece]) -> list[Piece]:

@@ -7,9 +7,9 @@ re-reads it when it changes; ``_limits`` admits each request by its tenant's rat
 puts them in front of the routes, and ``guard`` builds it from the server's flags.
 """
 
-from predictor.tenants._edge import CURRENT, TENANT, TenantMiddleware, guard, key_of
+from predictor.tenants._edge import CURRENT, TENANT, TenantMiddleware, guard, key_of, note_tokens
 from predictor.tenants._limits import TenantLimits
 from predictor.tenants._metrics import TenantMetrics
 
 __all__ = ["CURRENT", "TENANT", "TenantLimits", "TenantMetrics", "TenantMiddleware", "guard",
-           "key_of"]
+           "key_of", "note_tokens"]

@@ -9,7 +9,8 @@ refused request is neither mirrored, captured nor queued. On the routes it guard
 - the key comes from ``Authorization: Bearer <key>`` (what the ``openai`` client sends)
   or ``X-API-Key``; none, or one no tenant holds: 401 with ``WWW-Authenticate``;
 - a model the tenant may not use: 403;
-- over its rate or its requests in flight: 429 with ``Retry-After``.
+- over its request rate, its generated-token rate (charged when a generation ends,
+  from ``note_tokens``) or its requests in flight: 429 with ``Retry-After``.
 
 Health, readiness, metadata and ``/metrics`` stay open (probes and scrapes carry no key).
 An admitted request carries its tenant in the scope (``TENANT``) and in ``CURRENT`` for
@@ -23,6 +24,7 @@ import re
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +42,24 @@ REALM = "modelctl"
 # The admitted request's tenant, for the layers inside that are not ASGI (the batcher's
 # fair order, through BatchingModel): set around the app, so its tasks see it too.
 CURRENT: ContextVar[Tenant | None] = ContextVar("modelctl_tenant", default=None)
+
+
+@dataclass
+class Usage:
+    """What an admitted request consumed, noted by the layers inside (``note_tokens``)."""
+
+    tokens: int = 0
+
+
+USAGE: ContextVar[Usage | None] = ContextVar("modelctl_usage", default=None)
+
+
+def note_tokens(tokens: int) -> None:
+    """Tell the tenant check that the request has generated ``tokens`` so far (task llm);
+    a no-op without tenants."""
+    usage = USAGE.get()
+    if usage is not None and tokens > usage.tokens:
+        usage.tokens = tokens
 _OPENAI = re.compile(r"/v1/(chat/)?completions$")
 
 
@@ -95,12 +115,15 @@ class TenantMiddleware:
             self.metrics.observe(tenant.name if tenant else None, status[0],
                                  time.monotonic() - started)
             return
-        token = CURRENT.set(tenant)
+        token, usage = CURRENT.set(tenant), Usage()
+        usage_token = USAGE.set(usage)
         try:
             await self.app({**scope, TENANT: tenant.name}, receive, watched)
         finally:
+            USAGE.reset(usage_token)
             CURRENT.reset(token)
             self.limits.release(tenant)
+            await self.limits.charge_tokens(tenant, usage.tokens)
             self.metrics.observe(tenant.name, status[0], time.monotonic() - started)
 
     def _authenticate(self, scope: Scope) -> Tenant:

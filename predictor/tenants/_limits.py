@@ -1,4 +1,5 @@
-"""Per-tenant limits: a request rate (the ``limits`` library) and requests in flight.
+"""Per-tenant limits: request and generated-token rates (the ``limits`` library) and
+requests in flight.
 
 Why ``limits``: it is the rate limiter Flask-Limiter and SlowAPI are built on, with the
 same strategies in memory and in Redis (Lua scripts, so a check and its hit are one
@@ -13,12 +14,16 @@ Where the count lives:
   connection pool, so two frontends enforce one limit between them (the keys are
   ``LIMITS:modelctl-tenant/...``; Redis Cluster is not supported yet).
 
-``concurrent`` (requests, or streams, in flight) is counted in the process: in queue
+Generated tokens (task llm) are known only once a generation ends: they are charged
+then (``charge_tokens``), up to what the window holds, and a request is refused while
+its tenant's token window is full. ``concurrent`` (requests, or streams, in flight) is
+counted in the process: in queue
 mode each frontend enforces it on its own.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 from typing import TYPE_CHECKING, Any
@@ -29,6 +34,7 @@ if TYPE_CHECKING:
     from common.tenants import Tenant
 
 NAMESPACE = "modelctl-tenant"
+logger = logging.getLogger("predictor.tenants")
 
 
 class TenantLimits:
@@ -87,7 +93,36 @@ class TenantLimits:
                 wait = max(1.0, math.ceil(stats.reset_time - time.time()))
                 raise Throttled(f"tenant {tenant.name} is over its rate of {tenant.requests}",
                                 wait)
+        if tenant.tokens is not None:
+            await self._refuse_if_spent(tenant, tenant.tokens, "generated-token")
         self._inflight[tenant.name] = self._inflight.get(tenant.name, 0) + 1
+
+    async def _refuse_if_spent(self, tenant: Tenant, rate: str, what: str) -> None:
+        item = self._item(rate)
+        try:
+            stats = await self._limiter.get_window_stats(item, tenant.name, "tokens")
+        except Exception as exc:
+            raise QueueUnavailable(f"tenant limits: Redis did not answer "
+                                   f"({type(exc).__name__})") from None
+        if stats.remaining <= 0:
+            wait = max(1.0, math.ceil(stats.reset_time - time.time()))
+            raise Throttled(f"tenant {tenant.name} is over its {what} rate of {rate}", wait)
+
+    async def charge_tokens(self, tenant: Tenant, tokens: int) -> None:
+        """Count ``tokens`` generated for ``tenant`` (after its request), up to what its
+        window holds: the next request is refused while the window is full."""
+        if tenant.tokens is None or tokens <= 0:
+            return
+        item = self._item(tenant.tokens)
+        try:
+            if not await self._limiter.hit(item, tenant.name, "tokens", cost=tokens):
+                stats = await self._limiter.get_window_stats(item, tenant.name, "tokens")
+                if stats.remaining > 0:
+                    await self._limiter.hit(item, tenant.name, "tokens",
+                                            cost=stats.remaining)
+        except Exception:  # counted late is still counted next time; never fail the answer
+            logger.warning("tenant %s: generated tokens not counted (limits storage away)",
+                           tenant.name)
 
     def release(self, tenant: Tenant) -> None:
         left = self._inflight.get(tenant.name, 0) - 1

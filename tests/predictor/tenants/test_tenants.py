@@ -30,7 +30,8 @@ def test_a_key_finds_its_tenant_by_hash_and_another_finds_none() -> None:
                                        "requests": "20 per 2 seconds", "concurrent": 2,
                                        "weight": 3}), "t.yaml")
     acme = tenants.tenant_for(KEY_A)
-    assert acme == Tenant("acme", frozenset({"m"}), "20 per 2 seconds", 2, 3.0)
+    assert acme == Tenant("acme", frozenset({"m"}), "20 per 2 seconds", concurrent=2,
+                          weight=3.0)
     assert acme.may_use("m") and not acme.may_use("other")
     assert tenants.tenant_for(KEY_B) is None and tenants.tenant_for("") is None
     assert KEY_A.startswith("mk-") and len(KEY_A) > 40
@@ -148,3 +149,20 @@ def test_metrics_name_the_busiest_tenants_and_count_the_rest_as_other(
     clock[0] += _metrics.WINDOW_S + 1
     metrics.observe("c", 200, 0.01)
     assert _series(registry) == {"c", "d", "other", "none"}
+
+
+def test_generated_tokens_are_charged_after_and_refuse_once_spent() -> None:
+    frugal = Tenant("frugal", tokens="10 per 60 seconds")
+    limits = TenantLimits.in_memory()
+
+    async def run() -> None:
+        await limits.admit(frugal)
+        limits.release(frugal)
+        await limits.charge_tokens(frugal, 8)
+        await limits.admit(frugal)  # 2 left: admitted
+        limits.release(frugal)
+        await limits.charge_tokens(frugal, 8)  # only 2 fit: the window is now full
+        with pytest.raises(Throttled, match="generated-token rate"):
+            await limits.admit(frugal)
+
+    asyncio.run(run())

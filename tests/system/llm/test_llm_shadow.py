@@ -23,7 +23,7 @@ from tests.support.predictor import RunningPredictor
 from tests.system.llm.conftest import CACHE
 
 MODEL = "demo-chat"
-KEY = new_key()
+KEY, FRUGAL = new_key(), new_key()
 TOKENS = 8
 PROMPTS = [f"Name {n} colours, one word each." for n in range(1, 5)] + [
     "What is the capital of France?", "Say hello.", "Count to three.", "What is 2 + 2?"]
@@ -38,7 +38,9 @@ def pair(registry_dir: Path, start_predictor: Callable[..., RunningPredictor],
     capture = tmp_path_factory.mktemp("llm-capture")
     # Both sides guard with the same tenants file: the mirror carries the client's key.
     tenants = capture.parent / "llm-tenants.yaml"
-    tenants.write_text(yaml.safe_dump({"tenants": {"acme": {"keys": [hash_key(KEY)]}}}))
+    tenants.write_text(yaml.safe_dump({"tenants": {
+        "acme": {"keys": [hash_key(KEY)]},
+        "frugal": {"keys": [hash_key(FRUGAL)], "tokens": "10 per 10 minutes"}}}))
     common = (*CACHE, "--capture_uri", str(capture), "--capture_flush_s", "0.5",
               "--tenants_file", str(tenants), "--enable_grpc", "false")
     shadow = start_predictor(MODEL, "stable", *common, "--role", "shadow", ready_timeout_s=300)
@@ -145,3 +147,26 @@ def test_the_shadow_report_compares_generations_and_latency(
                              str(capture), "--shadow", str(capture), "--threshold",
                              "min_pairs=10")
     assert code == 0 and "token Jaccard" in table
+
+
+def test_a_tenant_over_its_generated_tokens_gets_429(
+        pair: tuple[RunningPredictor, Path], sent: dict[str, str]) -> None:
+    """Last in the module: its requests come after the report's window of pairs."""
+    import openai
+
+    primary, _ = pair
+    client = openai.OpenAI(base_url=f"{primary.url}/openai/v1", api_key=FRUGAL, max_retries=0)
+
+    def ask() -> int:
+        try:
+            client.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=8,
+                                      temperature=0, extra_body={"ignore_eos": True})
+        except openai.RateLimitError as exc:
+            assert "generated-token rate" in exc.message
+            assert int(exc.response.headers["retry-after"]) >= 1
+            return 429
+        return 200
+
+    # 8 tokens, then 2 more fill the window of 10 (a generation is charged when it
+    # ends, up to what the window holds), then refused.
+    assert [ask() for _ in range(3)] == [200, 200, 429]
