@@ -73,6 +73,7 @@ def test_cluster_manifests_validate(checker: Checker) -> None:
             "Secret",
             "Secret",
             "Secret",
+            "Secret",  # templates/tenants-secret.yaml
             "ServiceAccount",
             "ServiceAccount",
         ]
