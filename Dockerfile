@@ -21,6 +21,7 @@ FROM ${BUILD_IMAGE} AS wheel
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY common/ common/
+COPY captures/ captures/
 COPY registry/ registry/
 COPY predictor/ predictor/
 COPY rollout/ rollout/

@@ -50,10 +50,10 @@ run: demo
 	  $(if $(TENANTS),-- --tenants_file "$(TENANTS)" --enable_grpc false)
 
 lint: setup-python
-	$(VENV)/bin/ruff check common registry predictor rollout shadow devstack deploycheck cli capacity tests bench scripts
+	$(VENV)/bin/ruff check common captures registry predictor rollout shadow devstack deploycheck cli capacity tests bench scripts
 
 typecheck: setup-python
-	$(VENV)/bin/mypy common registry predictor rollout shadow devstack deploycheck cli capacity
+	$(VENV)/bin/mypy common captures registry predictor rollout shadow devstack deploycheck cli capacity
 	$(VENV)/bin/mypy --strict $(STRICT_TYPED)
 
 pytest: setup

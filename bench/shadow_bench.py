@@ -65,7 +65,7 @@ def write_side(root: Path, role: str, pairs: int, task: str, dim: int, seed: int
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from predictor.tap._record import schema
+    from captures import capture_schema
 
     rng = np.random.default_rng(seed)
     out = root / "demo" / role / "2026-11-29"
@@ -94,7 +94,7 @@ def write_side(root: Path, role: str, pairs: int, task: str, dim: int, seed: int
                                                                strict=True)],
             "error": [None if s == 200 else "injected" for s in status.tolist()],
         }
-        table = pa.Table.from_pydict(columns, schema=schema())
+        table = pa.Table.from_pydict(columns, schema=capture_schema())
         pq.write_table(table, out / f"part-{index:05d}.parquet", compression="zstd")
 
 

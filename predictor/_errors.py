@@ -1,6 +1,7 @@
 """The predictor's branch of the error tree, and the one table that maps it to status codes.
 
-    PlatformError                      (registry)
+    PlatformError                      (common; captures.CaptureSetupError: at start, the
+    │                                  capture directory cannot be created)
     └── PredictorError                 anything not below: 500 (gRPC INTERNAL)
         ├── Overloaded                 refused at once: 429 + Retry-After (draining: 503)
         ├── DeadlineExpired            dropped in the queue before it ran: 429 + Retry-After
@@ -11,12 +12,14 @@
         │   └── BodyTooSlow            the body did not arrive within the timeout: 408
         ├── RepositoryRefused          a model repository load or unload: 403 (gRPC
         │                              PERMISSION_DENIED); the model keeps serving
+        ├── Unauthorized               no or a wrong bearer token or tenant key: 401
+        ├── Forbidden                  a tenant asked for a model it may not use: 403
+        ├── Throttled                  a tenant is over one of its limits: 429 + Retry-After
         ├── InjectedFailure            --inject_error_rate: 500
         ├── QueueUnavailable           queue mode: Redis cannot be reached: 503 + Retry-After
         ├── DeadLettered               queue mode: the request's entry was moved to the
         │                              dead-letter stream after too many deliveries: 500
         ├── ArtifactError              at start: the model directory cannot be served
-        ├── CaptureSetupError          at start: the capture directory cannot be created
         └── TLSMisconfigured           at start: a TLS certificate without its key, or
                                        a key without its certificate
 
@@ -186,10 +189,6 @@ class DeadLettered(PredictorError):
 
 class ArtifactError(PredictorError):
     """The model directory cannot be served (no manifest, bad checksums, bad weights)."""
-
-
-class CaptureSetupError(PredictorError):
-    """The capture location cannot be used (a local directory that cannot be created)."""
 
 
 class TLSMisconfigured(PredictorError):

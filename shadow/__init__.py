@@ -1,7 +1,8 @@
 """Shadow traffic: mirror a candidate version, then judge it offline from captures.
 
 ``start_shadow`` / ``stop_shadow`` add and remove the shadow InferenceService and
-its mirroring; the predictors capture each exchange (``predictor.tap``); and
+its mirroring; the predictors capture each exchange (``predictor.tap``, in the schema
+of ``captures``, the one package both import); and
 ``build_report`` joins primary and shadow captures by request ID, scores agreement
 per task, latency and errors against ``Thresholds``, and says Pass, Fail or
 Inconclusive. ``require_shadow_pass`` is the gate a rollout start can demand.

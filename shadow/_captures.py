@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from predictor.tap import CAPTURE_COLUMNS, s3_filesystem, safe_uri
+from captures import CAPTURE_COLUMNS, s3_filesystem, safe_uri
 from shadow._errors import CaptureError
 
 _MAGIC = b"PAR1"

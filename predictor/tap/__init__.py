@@ -4,19 +4,18 @@
 the last byte has gone to the client, hands an ``Exchange`` (``_exchange``) to the
 ``Tap``, whose two consumers only enqueue: the ``Mirror`` (``_mirror``) sends a
 sampled copy to a shadow from its own tasks, and the ``CaptureSink`` (``_capture``)
-writes one record (``_record``: the capture schema, ``CAPTURE_COLUMNS``, that
-``shadow`` reads; ``_generation`` for an LLM's text) from its own thread. Neither can
+writes one record (``_record``, in the capture schema of ``captures``, which ``shadow``
+reads; ``_generation`` for an LLM's text) from its own thread. Neither can
 delay, fail or change the answer the client got.
 """
 
-from predictor.tap._capture import CaptureConfig, CaptureSink, s3_filesystem, safe_uri
+from predictor.tap._capture import CaptureConfig, CaptureSink
 from predictor.tap._exchange import Exchange
 from predictor.tap._mirror import Mirror, MirrorConfig
-from predictor.tap._record import CAPTURE_COLUMNS, LLM_TASK, Identity, build_record, schema
+from predictor.tap._record import LLM_TASK, Identity, build_record
 from predictor.tap._tap import Tap, TapMiddleware
 
 __all__ = [
-    "CAPTURE_COLUMNS",
     "LLM_TASK",
     "CaptureConfig",
     "CaptureSink",
@@ -27,7 +26,4 @@ __all__ = [
     "Tap",
     "TapMiddleware",
     "build_record",
-    "s3_filesystem",
-    "safe_uri",
-    "schema",
 ]

@@ -16,30 +16,22 @@ groups by their statistics. Its one cost, a file being readable only once it is
 closed, is why every flush closes its file: a record is readable within one flush
 interval, and a killed process loses at most its unflushed buffer, never a file.
 
-Layout: ``<uri>/<model>/<role>/<YYYY-MM-DD>/<HHMMSS>-v<version>-<host>-<pid>-<rand>-<n>.parquet``.
-Local files are written under a ``.tmp`` name and renamed, so a reader never sees a
-partial file; on S3 an object appears only when its upload completes.
+Layout and writer: ``captures.ParquetFiles``
+(``<uri>/<model>/<role>/<YYYY-MM-DD>/<file>.parquet``).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import re
-import secrets
-import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
-from predictor._errors import CaptureSetupError
-from predictor.tap._record import Identity, build_record, schema
+from captures import ParquetFiles
+from predictor.tap._record import Identity, build_record
 
 if TYPE_CHECKING:
     from predictor._config import ServerConfig
@@ -78,85 +70,6 @@ class CaptureConfig:
                    max_buffer_bytes=max(MIN_BUFFER_BYTES, 2 * file_bytes))
 
 
-def safe_uri(uri: str) -> str:
-    """The URI without any user:password part, for logs and messages."""
-    if "://" not in uri:
-        return uri
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}"
-
-
-class ParquetFiles:
-    """Writes record batches as Parquet files under a local directory or an S3 prefix."""
-
-    def __init__(self, uri: str, identity: Identity) -> None:
-        self.uri = safe_uri(uri).rstrip("/")
-        self._identity = identity
-        self._fs, self._root, self._local = _open_fs(uri)
-        host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:40] or "host"
-        # The random part keeps names unique across restarts (a container's pid is 1).
-        self._stem = f"v{identity.version}-{host}-{os.getpid()}-{secrets.token_hex(3)}"
-        self._seq = 0
-        if self._local:
-            try:
-                Path(self._root).mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise CaptureSetupError(f"cannot create the capture directory {self._root}: "
-                                        f"{exc.strerror or exc}") from exc
-
-    def write(self, role: str, records: Sequence[dict[str, Any]]) -> str:
-        """Write one file; returns its path (relative to the capture URI)."""
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-
-        now = datetime.now(tz=UTC)
-        self._seq += 1
-        rel = (f"{self._identity.model}/{role}/{now:%Y-%m-%d}/"
-               f"{now:%H%M%S}-{self._stem}-{self._seq:06d}.parquet")
-        table = pa.Table.from_pylist(list(records), schema=schema())
-        path = f"{self._root}/{rel}"
-        if self._local:
-            target = Path(path)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            tmp = target.with_name(target.name + ".tmp")
-            pq.write_table(table, str(tmp), compression="zstd")
-            os.replace(tmp, target)
-        else:
-            with self._fs.open(path, "wb") as handle:
-                pq.write_table(table, handle, compression="zstd")
-        return rel
-
-
-def _open_fs(uri: str) -> tuple[Any, str, bool]:
-    """(filesystem, root path, is local) for a directory, file:// or s3:// URI."""
-    if "://" not in uri or uri.lower().startswith("file://"):
-        path = uri[len("file://"):] if uri.lower().startswith("file://") else uri
-        return None, str(Path(path).expanduser().absolute()), True
-    parts = urlsplit(uri)
-    fs = s3_filesystem()
-    return fs, f"{parts.hostname}{parts.path}".rstrip("/"), False
-
-
-def s3_filesystem(*, listings_cache: bool = True) -> Any:
-    """s3fs for the capture bucket, from the standard ``AWS_*`` variables (endpoint,
-    region, credentials: never from the URI), with bounded timeouts and retries."""
-    import s3fs
-
-    endpoint = next((os.environ[n].strip() for n in ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL")
-                     if os.environ.get(n, "").strip()), None)
-    region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
-    options: dict[str, Any] = {} if listings_cache else {"use_listings_cache": False}
-    return s3fs.S3FileSystem(
-        endpoint_url=endpoint,
-        client_kwargs={"region_name": region or "us-east-1"} if (region or endpoint) else {},
-        config_kwargs={"connect_timeout": 5, "read_timeout": 60,
-                       "retries": {"max_attempts": 3, "mode": "standard"}},
-        skip_instance_cache=True, **options,
-    )
-
-
 class CaptureSink:
     """A bounded buffer of exchanges and the thread that writes them out."""
 
@@ -165,7 +78,7 @@ class CaptureSink:
         self.config = config
         self.identity = identity
         self._metrics = metrics
-        self._files = files or ParquetFiles(config.uri, identity)
+        self._files = files or ParquetFiles(config.uri, identity.model, identity.version)
         self._buffer: deque[Exchange] = deque()
         self._bytes = 0
         self._lock = threading.Lock()

@@ -1,4 +1,5 @@
-"""One capture record per answered request: what a shadow report needs, in one flat row.
+"""One capture record per answered request: what a shadow report needs, in one flat row
+(its columns: ``captures.CAPTURE_COLUMNS``).
 
 Pure functions over an ``Exchange``. The input is hashed in a canonical form (keys
 sorted, no whitespace, the request's own ID left out) so that the same input hashes
@@ -24,32 +25,10 @@ from predictor._protocol import TRANSPORT_PARAMETERS
 from predictor.tap._generation import generation_input, generation_output, protocol_of
 
 if TYPE_CHECKING:
-    import pyarrow as pa
-
     from predictor.tap._exchange import Exchange
 
 MAX_ERROR_CHARS = 500
 LLM_TASK = "llm"  # its records come from ``_generation``
-# The capture files' columns, in order, each with its Arrow type as pyarrow names it
-# (docs/SHADOW.md describes each). The one list: ``shadow`` reads captures by it.
-CAPTURE_COLUMNS: tuple[tuple[str, str], ...] = (
-    ("request_id", "string"),
-    ("ts", "timestamp[ms, tz=UTC]"),
-    ("model", "string"),
-    ("version", "string"),
-    ("role", "string"),
-    ("task", "string"),
-    ("protocol", "string"),
-    ("status", "int32"),
-    ("latency_ms", "double"),
-    ("items", "int32"),
-    ("input_hash", "string"),
-    ("input", "string"),
-    ("output", "string"),
-    ("error", "string"),
-)
-
-
 @dataclass(frozen=True)
 class Identity:
     """Who writes the records: the served model, its version, role and task."""
@@ -58,15 +37,6 @@ class Identity:
     version: str
     role: str
     task: str
-
-
-def schema() -> pa.Schema:
-    """The capture files' Parquet schema: ``CAPTURE_COLUMNS`` (pyarrow loads on first use)."""
-    import pyarrow as pa
-
-    types = {"string": pa.string(), "int32": pa.int32(), "double": pa.float64(),
-             "timestamp[ms, tz=UTC]": pa.timestamp("ms", tz="UTC")}
-    return pa.schema([(name, types[kind]) for name, kind in CAPTURE_COLUMNS])
 
 
 def canonical_json(value: Any) -> str:

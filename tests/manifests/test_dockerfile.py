@@ -108,6 +108,7 @@ def test_base_images_are_pinned_and_no_weights_are_copied() -> None:
         "README.md",
         "constraints.txt",
         "common/",
+        "captures/",
         "registry/",
         "predictor/",
         "rollout/",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from predictor.tap._capture import ParquetFiles
+from captures import ParquetFiles
 from predictor.tap._exchange import Exchange
 from predictor.tap._record import Identity, build_record
 
@@ -46,7 +46,7 @@ def write(capture: Path, model: str, version: str, role: str, task: str,
     """One capture file of these exchanges; returns its path relative to ``capture``."""
     identity = Identity(model=model, version=version, role=role, task=task)
     records = [build_record(e, identity, with_input=False) for e in exchanges]
-    return ParquetFiles(str(capture), identity).write(role, records)
+    return ParquetFiles(str(capture), model, version).write(role, records)
 
 
 def pair(capture: Path, task: str, rows: Sequence[tuple[Sequence[Any], Sequence[Any],

@@ -12,10 +12,11 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
+from captures import CAPTURE_COLUMNS, capture_schema
 from predictor._http import PredictorMiddleware
 from predictor._metrics import PredictorMetrics
 from predictor._requestlog import RequestLog, RequestLogConfig
-from predictor.tap import CAPTURE_COLUMNS, Exchange, Tap, TapMiddleware, schema
+from predictor.tap import Exchange, Tap, TapMiddleware
 
 
 class FakeMirror:
@@ -89,4 +90,4 @@ def test_a_body_over_the_limit_is_refused_at_the_edge_and_never_tapped() -> None
 
 
 def test_the_schema_is_the_one_column_list() -> None:
-    assert [(f.name, str(f.type)) for f in schema()] == list(CAPTURE_COLUMNS)
+    assert [(f.name, str(f.type)) for f in capture_schema()] == list(CAPTURE_COLUMNS)
