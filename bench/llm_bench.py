@@ -41,33 +41,65 @@ QUESTIONS = ("Write a story about a dragon who learns to fly.",
              "What should I pack for a week of hiking in the mountains?")
 
 
+# How each request is told to generate exactly ``max_tokens``: vLLM's ``ignore_eos``
+# extension, which ours takes (predictor/llm/_params.py). bench/llm_peers.py passes
+# each peer's own way.
+IGNORE_EOS: dict[str, Any] = {"ignore_eos": True}
+
+
 async def _one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One streamed completion: when it was sent, when each chunk with text came (a
+    token, or a few when the server fell behind), and how many tokens the answer had
+    (its usage chunk's, asked for with ``stream_options``; else its chunks with text)."""
     sent = time.monotonic()
     stamps: list[float] = []
     status = 0
+    tokens: int | None = None
+    finish: str | None = None
+    error = ""
     try:
         async with client.stream("POST", url, json=body) as r:
             status = r.status_code
+            if status != 200:
+                error = (await r.aread()).decode(errors="replace")[:300]
+                return {"status": status, "sent": sent, "stamps": stamps, "error": error,
+                        "finish": None, "tokens": 0}
             async for line in r.aiter_lines():
-                if line.startswith("data: {") and '"content":""' not in line:
-                    stamps.append(time.monotonic())
-    except httpx.HTTPError:
-        status = -1
-    return {"status": status, "sent": sent, "stamps": stamps}
+                if not line.startswith("data: {"):
+                    continue  # blank lines, SSE comments (pings), data: [DONE]
+                chunk = json.loads(line[6:])
+                for choice in chunk.get("choices") or ():
+                    text = (choice.get("delta") or {}).get("content") or choice.get("text")
+                    if text:
+                        stamps.append(time.monotonic())
+                    finish = choice.get("finish_reason") or finish
+                if chunk.get("usage"):
+                    tokens = chunk["usage"].get("completion_tokens")
+                if "error" in chunk and not error:
+                    error = json.dumps(chunk["error"])[:300]
+    except (httpx.HTTPError, ValueError) as exc:  # ValueError: a chunk that is not JSON
+        status, error = -1, f"{type(exc).__name__}: {exc}"[:300]
+    return {"status": status, "sent": sent, "stamps": stamps, "error": error, "finish": finish,
+            "tokens": len(stamps) if tokens is None else tokens}
 
 
 async def _load(url: str, rate: float, duration_s: float, output_tokens: int,
-                seed: int, model: str = "demo-chat") -> list[dict[str, Any]]:
+                seed: int, model: str = "demo-chat",
+                run_to_max: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Poisson arrivals at ``rate`` for ``duration_s``; each request greedy, streamed, of
+    ``max_tokens`` ``output_tokens``, with ``run_to_max`` (``IGNORE_EOS`` by default) the
+    fields that keep the server from ending the answer sooner."""
     rng = random.Random(seed)
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
+    extra = IGNORE_EOS if run_to_max is None else run_to_max
     async with httpx.AsyncClient(timeout=300, limits=limits) as client:
         tasks = []
         start = time.monotonic()
         at = 0.0
         while at < duration_s:
             await asyncio.sleep(max(0.0, start + at - time.monotonic()))
-            body = {"model": model, "stream": True, "temperature": 0,
-                    "max_tokens": output_tokens, "ignore_eos": True,
+            body = {"model": model, "stream": True, "stream_options": {"include_usage": True},
+                    "temperature": 0, "max_tokens": output_tokens, **extra,
                     "messages": [{"role": "user", "content": rng.choice(QUESTIONS)}]}
             tasks.append(asyncio.create_task(_one(client, url, body)))
             at += rng.expovariate(rate)
@@ -80,12 +112,22 @@ def _summary(rate: float, done: list[dict[str, Any]], slo: dict[str, float]) -> 
     gaps = sorted((b - a) * 1000 for d in ok for a, b in zip(d["stamps"], d["stamps"][1:],
                                                             strict=False))
     span = max(d["stamps"][-1] for d in ok) - min(d["sent"] for d in ok) if ok else 1.0
+    tokens = sum(d["tokens"] for d in ok)
     row = {"rate_rps": round(rate, 4), "requests": len(done), "ok": len(ok),
            "ttft_p50_ms": round(quantile(ttft, 0.5), 1) if ttft else None,
            "ttft_p99_ms": round(quantile(ttft, 0.99), 1) if ttft else None,
            "tpot_p50_ms": round(quantile(gaps, 0.5), 1) if gaps else None,
            "tpot_p99_ms": round(quantile(gaps, 0.99), 1) if gaps else None,
-           "output_tokens_per_s": round(sum(len(d["stamps"]) for d in ok) / span, 1)}
+           "output_tokens_per_s": round(tokens / span, 1),
+           # the answers' length (each one's usage, else its chunks with text): the work
+           # of a request, which must be max_tokens for rates to compare
+           "output_tokens_mean": round(tokens / len(ok), 2) if ok else None,
+           "output_tokens_min": min((d["tokens"] for d in ok), default=None),
+           "chunks_mean": round(sum(len(d["stamps"]) for d in ok) / len(ok), 2) if ok else None,
+           "finish_length": sum(d["finish"] == "length" for d in ok)}
+    errors = [d for d in done if d["status"] != 200 or not d["stamps"]]
+    if errors:  # the first failure, for the reader: status and the start of its answer
+        row["first_error"] = f"{errors[0]['status']}: {errors[0]['error']}"
     row["meets_slo"] = bool(ttft and gaps and len(ok) == len(done)
                             and row["ttft_p99_ms"] <= slo["ttft"]
                             and row["tpot_p99_ms"] <= slo["tpot"])

@@ -16,10 +16,12 @@ The servers, one at a time on the same machine, each with a warm-up first:
   continuous batching).
 
 Each gets open-loop Poisson arrivals of streamed chat completions at each ``--rates``
-value for ``--duration`` seconds, greedy, ``max_tokens`` of ``--output-tokens`` (with
-``ignore_eos`` where the server honours it), measured as ``bench.llm_bench`` measures
-(TTFT, every gap between chunks, output tokens a second). A server's capacity is its
-highest rate whose TTFT p99 and TPOT p99 meet the SLO.
+value for ``--duration`` seconds, greedy, ``max_tokens`` of ``--output-tokens``, measured
+as ``bench.llm_bench`` measures (TTFT, every gap between chunks, output tokens a second).
+Every answer must be exactly ``--output-tokens`` long for the work to be the same; each
+server is told so in the one way it takes (``RUN_TO_MAX``), and each row records the
+answers' mean length: the summary flags a server whose answers are not that length. A
+server's capacity is its highest rate whose TTFT p99 and TPOT p99 meet the SLO.
 
 Results: bench/results/llm-peers.{json,md}; docs/BENCHMARKS.md quotes them.
 """
@@ -39,13 +41,49 @@ from typing import Any
 
 from bench._results import run_context, write_results
 from bench._servers import predictor
-from bench.llm_bench import _load, _summary, measured_cells
+from bench.llm_bench import IGNORE_EOS, _load, _summary, measured_cells
 from scripts.demo_models import CHAT_GGUF, smollm2_dir
 from tests.support.procs import ManagedProcess, free_port, wait_http_ok
 
 ROOT = Path(__file__).resolve().parents[1]
 LLAMA_VENV = ROOT / "bench" / ".venv-peers-llm"
 SERVERS = ("modelctl", "transformers", "llamacpp")
+
+# The tokens at which llama.cpp ends a generation of SmolLM2's GGUF file, by id:
+# ``llama_cpp.llama_vocab_is_eog`` is true for these three of its 49152 (checked with
+# llama-cpp-python 0.3.36): <|endoftext|>, <|im_end|> (tokenizer.ggml.eos_token_id) and
+# <reponame>, which llama.cpp takes for a fill-in-the-middle token, also an end.
+END_TOKENS = {0: "<|endoftext|>", 2: "<|im_end|>", 4: "<reponame>"}
+
+# The request fields, beyond bench.llm_bench's (model, stream, stream_options, temperature
+# 0, max_tokens, messages), with which each server generates exactly max_tokens tokens.
+RUN_TO_MAX: dict[str, dict[str, Any]] = {
+    # Ours takes vLLM's extension (predictor/llm/_params.py, ``_Common.ignore_eos``).
+    "modelctl": IGNORE_EOS,
+    # transformers serve refuses, with a 422, any field outside the OpenAI schema and its
+    # own three (transformers/cli/serving/utils.py, ``BaseHandler._validate_request``,
+    # against ``TransformersCompletionCreateParamsStreaming`` in chat_completion.py): so
+    # no ``ignore_eos``. Its ``generation_config`` field, a JSON string, overrides the
+    # model's settings (``BaseHandler._build_generation_kwargs``); with continuous
+    # batching only max_new_tokens, eos_token_id and sampling reach the engine
+    # (``CBGenerateRunner._build_continuous_batching_kwargs``; ``logit_bias`` does not),
+    # and an eos_token_id of -1 is no end token at all (generation/continuous_batching/
+    # requests.py, ``RequestState.__post_init__`` keeps only ids >= 0).
+    "transformers": {"generation_config": json.dumps({"eos_token_id": -1})},
+    # llama-cpp-python's server (0.3.36) has no ``ignore_eos`` (its pydantic
+    # ``CreateChatCompletionRequest``, llama_cpp/server/types.py, drops unknown fields,
+    # ``stream_options`` too: no usage chunk, so its answers are counted in chunks). It
+    # takes OpenAI's ``logit_bias`` for chat completions (llama_cpp/server/app.py,
+    # ``prepare_request_resources``, which ``get_event_publisher`` calls for a stream),
+    # added to the logits before sampling (llama_cpp/llama.py,
+    # ``Llama._create_completion``'s ``logit_bias_processor``, a sampler ahead of the
+    # greedy one): -100 on every end token, which greedy decoding then never picks, so
+    # the loop in ``_create_completion`` never meets ``llama_vocab_is_eog``. (Its
+    # ``min_tokens`` would only hold back ``token_eos()``, 2, not 0 or 4.)
+    # ``repeat_penalty`` 1, not its default 1.1: plain greedy decoding, as the others do.
+    "llamacpp": {"logit_bias": {str(token): -100 for token in END_TOKENS},
+                 "repeat_penalty": 1.0},
+}
 
 
 @contextmanager
@@ -85,10 +123,14 @@ def serve(name: str, registry: Path) -> Iterator[tuple[str, str]]:
         python = LLAMA_VENV / "bin" / "python"
         if not python.exists():
             raise SystemExit(f"{LLAMA_VENV} is missing: run `bash bench/peers/setup.sh llm`")
+        # --interrupt_requests false: by default (llama_cpp/server/settings.py,
+        # ``ServerSettings.interrupt_requests``) a request waiting for the model ends the
+        # stream being generated, early (app.py, ``get_event_publisher``); here each
+        # request waits its turn and is answered in full.
         argv = [str(python), "-m", "llama_cpp.server", "--model",
                 str(smollm2_dir() / CHAT_GGUF),
                 "--model_alias", "demo-chat", "--host", "127.0.0.1", "--port", str(port),
-                "--n_ctx", "4096", "--n_threads", "2"]
+                "--n_ctx", "4096", "--n_threads", "2", "--interrupt_requests", "false"]
         with _process(name, argv, "/v1/models", port) as url:
             yield f"{url}/v1/chat/completions", "demo-chat"
         return
@@ -114,10 +156,12 @@ def main(argv: list[str]) -> int:
     rows: list[dict[str, Any]] = []
     for name in args.servers.split(","):
         with serve(name, Path(args.registry)) as (url, model):
-            asyncio.run(_load(url, 1.0, 3.0, 4, seed=0, model=model))  # warm-up
+            fields = RUN_TO_MAX[name]
+            asyncio.run(_load(url, 1.0, 3.0, 4, seed=0, model=model,
+                              run_to_max=fields))  # warm-up
             for i, rate in enumerate(rates):
                 done = asyncio.run(_load(url, rate, args.duration, args.output_tokens,
-                                         seed=i + 1, model=model))
+                                         seed=i + 1, model=model, run_to_max=fields))
                 row = {"server": name, **_summary(rate, done, slo)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
@@ -127,9 +171,18 @@ def main(argv: list[str]) -> int:
     best = {name: max([r for r in rows if r["server"] == name and r["meets_slo"]],
                       key=lambda r: r["rate_rps"], default=None)
             for name in args.servers.split(",")}
-    summary = {name: ({"rate_rps": r["rate_rps"],
-                       "output_tokens_per_s": r["output_tokens_per_s"]} if r else None)
+    summary = {name: {**({"rate_rps": r["rate_rps"],
+                          "output_tokens_per_s": r["output_tokens_per_s"]} if r else
+                         {"rate_rps": None, "output_tokens_per_s": None}),
+                      **_lengths([row for row in rows if row["server"] == name],
+                                 args.output_tokens)}
                for name, r in best.items()}
+    for name, of_server in summary.items():
+        if not of_server["full_length"]:
+            print(f"WARNING: {name}'s answers are not {args.output_tokens} tokens long "
+                  f"(mean {of_server['output_tokens_mean']}, shortest "
+                  f"{of_server['output_tokens_min']}): "
+                  "its rates are not the same work", flush=True)
     context = run_context("python -m bench.llm_peers " + " ".join(argv), slo=slo,
                           output_tokens=args.output_tokens, duration_s=args.duration,
                           summary=summary)
@@ -137,20 +190,41 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def _lengths(rows: list[dict[str, Any]], wanted: int) -> dict[str, Any]:
+    """A server's answers over all its rates: their mean and shortest length in tokens,
+    and whether every one was ``wanted`` long."""
+    answers = sum(r["ok"] for r in rows)
+    mean = (round(sum(r["output_tokens_mean"] * r["ok"] for r in rows if r["ok"]) / answers, 2)
+            if answers else None)
+    shortest = min((r["output_tokens_min"] for r in rows if r["ok"]), default=None)
+    return {"output_tokens_mean": mean, "output_tokens_min": shortest,
+            "full_length": bool(answers) and mean == wanted and shortest == wanted}
+
+
 def _markdown(context: dict[str, Any], rows: Any) -> str:
     slo = context["slo"]
-    lines = [f"demo-chat, three servers ({context['machine']}, {context['date']}), "
+    wanted = context["output_tokens"]
+    lines = [f"demo-chat, {len(context['summary'])} servers ({context['machine']}, "
+             f"{context['date']}), "
              f"TTFT p99 <= {slo['ttft']:g} ms and TPOT p99 <= {slo['tpot']:g} ms, "
-             f"{context['output_tokens']} output tokens a request", "",
-             "| server | at the SLO: req/s | output tokens/s |", "| --- | --- | --- |"]
+             f"{wanted} output tokens a request", "",
+             "| server | at the SLO: req/s | output tokens/s | tokens an answer (mean) |",
+             "| --- | --- | --- | --- |"]
     for name, best in context["summary"].items():
-        lines.append(f"| {name} | {best['rate_rps'] if best else 'none met it'} | "
-                     f"{best['output_tokens_per_s'] if best else '-'} |")
-    lines += ["", "| server | req/s | requests | ok | TTFT p50 / p99 ms | TPOT p50 / p99 ms | "
-              "output tokens/s | meets SLO |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+        rate = best["rate_rps"]
+        lines.append(f"| {name} | {'none met it' if rate is None else rate} | "
+                     f"{best['output_tokens_per_s'] or '-'} | {best['output_tokens_mean']}"
+                     f"{'' if best['full_length'] else ' (not ' + str(wanted) + ')'} |")
+    short = [name for name, best in context["summary"].items() if not best["full_length"]]
+    if short:
+        lines += ["", f"Not the same work: the answers of {', '.join(short)} are not all "
+                  f"{wanted} tokens long."]
+    lines += ["", "| server | req/s | requests | ok | tokens an answer | TTFT p50 / p99 ms | "
+              "TPOT p50 / p99 ms | output tokens/s | meets SLO |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         lines.append(f"| {r['server']} | {r['rate_rps']:g} | {r['requests']} | {r['ok']} | "
-                     f"{measured_cells(r)} |")
+                     f"{r['output_tokens_mean']} | {measured_cells(r)} |")
     return "\n".join(lines) + "\n"
 
 
