@@ -65,7 +65,8 @@ def push(
     model: Annotated[str, typer.Option(
         "--model", help="Model name: lower-case letters, digits, '-'.")],
     task: Annotated[str, typer.Option("--task", help="feature-extraction, text-classification, "
-                                      "text-generation, fixed-latency or llm.")],
+                                      "text-generation, fixed-latency, llm or lora-adapter "
+                                      "(with --meta base=NAME@VERSION).")],
     alias: Annotated[str | None, typer.Option(help="Point this alias at the new version.")] = None,
     meta: Annotated[list[str] | None, typer.Option(
         "--meta", metavar="KEY=VALUE", help="Free-form metadata; repeat for more.")] = None,

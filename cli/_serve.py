@@ -40,6 +40,10 @@ def serve(
         "each version is fetched when first needed). Needs --memory-budget-mb.")] = None,
     memory_budget_mb: Annotated[float | None, typer.Option(
         help="With --model: host memory the resident models may take, MiB.")] = None,
+    adapter: Annotated[list[str] | None, typer.Option(
+        "--adapter", help="NAME\\[@REF] of a LoRA adapter (task lora-adapter) made for the "
+        "LLM served; tenants whose 'adapter' it names get it (repeat it; each is fetched "
+        "when first needed).")] = None,
     registry: RegistryOption = None,
     port: Annotated[int, typer.Option(help="HTTP port (V1, V2, /metrics).")] = 8080,
     grpc_port: Annotated[int, typer.Option(help="gRPC port (V2).")] = 8081,
@@ -60,6 +64,10 @@ def serve(
     mode's among them (docs/QUEUE.md): a frontend and a worker of one version,
     sharing a Redis, are two serve commands.
 
+    With --adapter (repeated) an LLM serves each tenant's LoRA adapter
+    (docs/TENANTS.md "Adapters"): the adapter is chosen from the tenant's key,
+    and at most --max_resident_adapters (after --) run at once.
+
     With --model (repeated) one predictor serves several versions, each loaded
     when first asked for and evicted least recently used under --memory-budget-mb
     (docs/MULTI_MODEL.md); each is fetched and verified when first loaded.
@@ -73,6 +81,9 @@ def serve(
 
         modelctl serve demo-fixed@stable --port 9000 -- --max_batch_size 100 --max_batch_wait_ms 50
 
+        modelctl serve demo-chat@stable --adapter demo-chat-acme@stable \\
+            --adapter demo-chat-beta@stable -- --tenants_file tenants.yaml --enable_grpc false
+
         modelctl serve demo-fixed@stable --port 9000 -- --queue_url redis://127.0.0.1:6379/0 \\
             --queue_role frontend
 
@@ -84,6 +95,9 @@ def serve(
     root = cache_dir or Path(os.environ.get("MODELCTL_CACHE", Path.home() / ".modelctl/cache"))
     where = ["--http_host", host, "--http_port", str(port), "--grpc_port", str(grpc_port),
              "--role", role]
+    if (model or memory_budget_mb is not None) and adapter:
+        raise typer.BadParameter("--adapter serves one LLM's adapters: not with --model",
+                                 param_hint="--adapter")
     if model or memory_budget_mb is not None:
         _exec([*_multi_model_argv(ref, model or [], memory_budget_mb, registry, root),
                *where, *ctx.args], f"serving {len(model or [])} models on http://{host}:{port}")
@@ -95,6 +109,8 @@ def serve(
     version = reg.resolve(name, version_ref)
     model_dir = root / name / str(version)
     manifest = reg.manifest(name, version)
+    if adapter:  # checked before the base is fetched
+        where += _adapter_argv(reg, f"{name}@{version}", manifest.task, adapter, root)
     if not (model_dir / "MANIFEST.json").exists() or verify_dir(model_dir, manifest):
         sys.stderr.write(f"fetching {name} version {version} into {model_dir}\n")
         reg.fetch(name, version, model_dir)
@@ -134,6 +150,40 @@ def _multi_model_argv(ref: str | None, models: list[str], budget_mb: float | Non
         sys.stderr.write(f"  {row['name']} version {row['version']} ({row['task']})\n")
     return ["--multi_model", "--model_catalog", str(path), "--model_dir", str(cache),
             "--memory_budget_mb", f"{budget_mb:g}"]
+
+
+def _adapter_argv(reg: Any, base: str, task: str, adapters: list[str],
+                  cache: Path) -> list[str]:
+    """The predictor's flags for --adapter: a catalog of the resolved adapter versions,
+    each checked to be a lora-adapter made for ``base`` (NAME@VERSION)."""
+    from registry import parse_ref
+
+    if task != "llm":
+        raise typer.BadParameter(f"{base} is a {task!r} version: adapters need an 'llm'",
+                                 param_hint="--adapter")
+    rows: dict[str, dict[str, object]] = {}
+    for text in adapters:
+        name, version_ref = parse_ref(text)
+        if name in rows:
+            raise typer.BadParameter(f"{name} is given twice", param_hint="--adapter")
+        version = reg.resolve(name, version_ref)
+        manifest = reg.manifest(name, version)
+        made_for = manifest.metadata.get("base", "")
+        if manifest.task != "lora-adapter" or made_for != base:
+            what = (f"a {manifest.task!r} version" if manifest.task != "lora-adapter"
+                    else f"made for {made_for or 'no base'}")
+            raise typer.BadParameter(f"{name}@{version} is {what}, not a lora-adapter of "
+                                     f"{base}", param_hint="--adapter")
+        rows[name] = {"name": name, "version": version, "base": base,
+                      "dir": str(cache / name / str(version)),
+                      "files": {path: entry.size for path, entry in manifest.files.items()}}
+    text = json.dumps({"registry": reg.url, "adapters": list(rows.values())}, sort_keys=True)
+    path = cache / "catalogs" / f"adapters-{hashlib.sha256(text.encode()).hexdigest()[:16]}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text + "\n")
+    for row in rows.values():
+        sys.stderr.write(f"  adapter {row['name']} version {row['version']}\n")
+    return ["--adapter_catalog", str(path)]
 
 
 def _exec(flags: list[str], banner: str) -> NoReturn:

@@ -24,6 +24,8 @@ def main(argv: Sequence[str]) -> int:
 
         return serve_multi(config)
     from predictor._server import serve
+    from predictor.llm._lora import refuse_adapter_alone
     from predictor.llm._serve import serve_llm
 
-    return serve(config, by_task={"llm": serve_llm})  # docs/LLM.md
+    # docs/LLM.md; an adapter is served on its base only (docs/TENANTS.md)
+    return serve(config, by_task={"llm": serve_llm, "lora-adapter": refuse_adapter_alone})

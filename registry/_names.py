@@ -12,9 +12,11 @@ TASKS: tuple[str, ...] = (
     "text-generation",
     "fixed-latency",
     "llm",
+    "lora-adapter",
 )
 """Tasks a version may declare at push (the predictor has one handler per task; ``llm``
-is served by its continuous-batching engine, predictor/llm/)."""
+is served by its continuous-batching engine, predictor/llm/; a ``lora-adapter``, with
+the metadata ``base=NAME@VERSION``, on its base model's, never alone)."""
 
 LATEST = "latest"
 """The reserved ref that always means the highest visible version."""

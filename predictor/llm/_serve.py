@@ -11,12 +11,16 @@ predict routes of other tasks (``predictor.tap``; a generation's record: ``_gene
 In queue mode the frontend is the same server with ``QueuedLLM`` in the model's place
 (no weights; readiness follows Redis), and the worker is queue mode's worker process
 (health and ``/metrics`` only) around ``LLMQueueWorker``.
+
+In-process, ``_adapters.AdapterRouter`` stands in front of the model: each tenant's
+generations run on its LoRA adapter (``--adapter_catalog``), or on the base.
 """
 
 from __future__ import annotations
 
 import logging
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from predictor._artifact import Artifact
@@ -123,6 +127,13 @@ def serve_llm(config: ServerConfig, artifact: Artifact) -> int:
         import torch
 
         torch.set_num_threads(config.torch_threads)
+    adapters = {}
+    if config.adapter_catalog:  # checked before the weights load: a bad one fails fast
+        from predictor.llm._lora import read_adapter_catalog
+        from registry import read_manifest_file
+
+        base = read_manifest_file(Path(config.model_dir) / "MANIFEST.json").name
+        adapters = read_adapter_catalog(Path(config.adapter_catalog), f"{base}@{version}")
     llm = load_llm(config, artifact.load_dir, version)
     logger.info(
         "llm %s: context %d tokens, max_tokens limit %d, default %d",
@@ -136,7 +147,13 @@ def serve_llm(config: ServerConfig, artifact: Artifact) -> int:
             from predictor.llm.queue import serve_llm_worker
 
             return serve_llm_worker(config, llm)
-        _server()(config, llm).start_llm()
+        from predictor.llm._adapters import with_adapters
+
+        router = with_adapters(llm, adapters, base_dir=artifact.load_dir)
+        if adapters:
+            logger.info("llm %s: adapters %s, at most %d resident", llm.name,
+                        ", ".join(sorted(adapters)), router.max_resident)
+        _server()(config, router).start_llm()
     finally:
         llm.stop()
     return 0

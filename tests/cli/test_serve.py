@@ -19,7 +19,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
+from common.tenants import hash_key, new_key
 from tests.support import ManagedProcess, free_port, wait_http_ok
 from tests.support.devstack import MODEL
 from tests.support.redis import RedisServer
@@ -139,23 +141,31 @@ def demo_registry(registry_dir: Path) -> Path:
     registry, with ``demo-fixed`` too (``ensure_demo`` pushes only what changed)."""
     from scripts.demo_models import ensure_demo
 
-    ensure_demo(str(registry_dir), "demo-fixed")
+    for name in ("demo-fixed", "demo-chat-acme", "demo-chat-beta"):  # the adapters: demo-chat's
+        ensure_demo(str(registry_dir), name)
     return registry_dir
 
 
 def test_every_documented_serve_form_serves(demo_registry: Path, redis_server: RedisServer,
                                             tmp_path: Path) -> None:
     forms = documented_forms()
-    assert len(forms) >= 6, forms  # the help's five examples and MULTI_MODEL's one
+    assert len(forms) >= 7, forms  # the help's six examples and MULTI_MODEL's one
     token = tmp_path / "repository-token"
     token.write_text("s3cret-for-the-test\n")
+    key = new_key()  # the adapter form's tenants.yaml: acme, on its adapter
+    tenants = tmp_path / "tenants.yaml"
+    tenants.write_text(yaml.safe_dump({"tenants": {"acme": {
+        "keys": [hash_key(key)], "adapter": "demo-chat-acme"}}}))
     started: list[tuple[ManagedProcess, str, list[str], list[str]]] = []
     try:
         for number, form in enumerate(forms):
             own, _, after = (form[:form.index("--")], "--", form[form.index("--") + 1:]) \
                 if "--" in form else (form, "", [])
             after = [word.replace("redis://127.0.0.1:6379/0", redis_server.url)
-                     .replace("~/.modelctl/repository-token", str(token)) for word in after]
+                     .replace("~/.modelctl/repository-token", str(token))
+                     .replace("tenants.yaml", str(tenants)) for word in after]
+            if own[0].startswith("demo-chat@"):  # an LLM: a cache of its own size
+                after += ["--kv_cache_memory_mb", "512"]
             if "--port" in own:
                 del own[own.index("--port"):own.index("--port") + 2]
             port = free_port()
@@ -169,6 +179,11 @@ def test_every_documented_serve_form_serves(demo_registry: Path, redis_server: R
             started.append((proc, f"http://127.0.0.1:{port}", names, after))
         for proc, url, names, after in started:
             wait_http_ok(f"{url}/v2/health/ready", timeout_s=120, proc=proc)
+            if "--adapter" in proc.argv:  # an LLM: a generation on acme's adapter
+                reply = httpx.post(f"{url}/sample", content=b"E equals ", timeout=120,
+                                   headers={"x-api-key": key})
+                assert reply.status_code == 200 and reply.text, (proc.argv, reply.text)
+                continue
             for name in names:
                 reply = httpx.post(f"{url}/v1/models/{name}:predict",
                                    json={"instances": ["as written"]}, timeout=60)

@@ -96,6 +96,7 @@ def test_version_of() -> None:
 def test_tasks() -> None:
     assert TASKS == (
         "feature-extraction", "text-classification", "text-generation", "fixed-latency", "llm",
+        "lora-adapter",
     )
     for task in TASKS:
         assert check_task(task) == task
