@@ -7,7 +7,7 @@ PORT ?= 8080
 PYTEST_ARGS ?=
 # mypy --strict: the pure cores (batching, decide, state, plan, judge, durations) and
 # every package's public surface.
-STRICT_TYPED := common predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
+STRICT_TYPED := common captures predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
 	rollout/analysis/_judge.py rollout/analysis/_sequential.py rollout/analysis/_traffic.py \
 	registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \

@@ -1,7 +1,9 @@
-"""The capture files' columns, in order, each with its Arrow type as pyarrow names it.
+"""The columns of the files the predictor writes, in order, with their Arrow types.
 
-docs/SHADOW.md describes each column. The one list: the predictor writes by it, and
-every reader checks a file against it.
+``CAPTURE_COLUMNS``: one record per answered request (docs/SHADOW.md describes each
+column). ``LABEL_COLUMNS``: one ground-truth label per request ID, sent later through
+the feedback route or pushed in bulk (docs/FEEDBACK.md). The one list of each: the
+predictor writes by it, and every reader checks a file against it.
 """
 
 from __future__ import annotations
@@ -29,10 +31,28 @@ CAPTURE_COLUMNS: tuple[tuple[str, str], ...] = (
 )
 
 
-def capture_schema() -> pa.Schema:
-    """The capture files' Parquet schema: ``CAPTURE_COLUMNS`` (pyarrow loads on first use)."""
+LABEL_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("request_id", "string"),  # the x-request-id of the prediction it labels
+    ("ts", "timestamp[ms, tz=UTC]"),  # when the label arrived (the latest one counts)
+    ("model", "string"),
+    ("label", "string"),  # canonical JSON: a class, a value, a text, or one per item
+    ("source", "string"),  # "api" (the feedback route) or "push" (modelctl feedback push)
+)
+
+
+def _schema(columns: tuple[tuple[str, str], ...]) -> pa.Schema:
     import pyarrow as pa
 
     types = {"string": pa.string(), "int32": pa.int32(), "double": pa.float64(),
              "timestamp[ms, tz=UTC]": pa.timestamp("ms", tz="UTC")}
-    return pa.schema([(name, types[kind]) for name, kind in CAPTURE_COLUMNS])
+    return pa.schema([(name, types[kind]) for name, kind in columns])
+
+
+def capture_schema() -> pa.Schema:
+    """The capture files' Parquet schema: ``CAPTURE_COLUMNS`` (pyarrow loads on first use)."""
+    return _schema(CAPTURE_COLUMNS)
+
+
+def label_schema() -> pa.Schema:
+    """The label files' Parquet schema: ``LABEL_COLUMNS``."""
+    return _schema(LABEL_COLUMNS)

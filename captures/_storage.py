@@ -1,7 +1,8 @@
 """Where captures live: a directory, ``file://`` or ``s3://bucket/prefix``, and the writer.
 
 ``ParquetFiles`` writes record batches as Parquet files (zstd) under
-``<uri>/<model>/<role>/<YYYY-MM-DD>/<HHMMSS>-v<version>-<host>-<pid>-<rand>-<n>.parquet``.
+``<uri>/<model>/<role>/<YYYY-MM-DD>/<HHMMSS>-v<version>-<host>-<pid>-<rand>-<n>.parquet``;
+labels are the role ``labels`` (``is_label_file`` tells readers of captures to skip them).
 Local files are written under a ``.tmp`` name and renamed, so a reader never sees a
 partial file; on S3 an object appears only when its upload completes. S3 goes through
 s3fs, configured from the standard ``AWS_*`` variables, never from the URI.
@@ -13,7 +14,7 @@ import os
 import re
 import secrets
 import socket
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,15 @@ from urllib.parse import urlsplit
 
 from captures._schema import capture_schema
 from common import PlatformError
+
+# Label files live beside the captures, as the role ``labels``: <uri>/<model>/labels/...
+LABELS_ROLE = "labels"
+
+
+def is_label_file(path: str) -> bool:
+    """Whether a Parquet file under a capture URI holds labels, not capture records."""
+    parts = path.replace("\\", "/").split("/")
+    return len(parts) >= 4 and parts[-3] == LABELS_ROLE
 
 
 class CaptureSetupError(PlatformError):
@@ -40,9 +50,13 @@ def safe_uri(uri: str) -> str:
 class ParquetFiles:
     """Writes record batches as Parquet files under a local directory or an S3 prefix."""
 
-    def __init__(self, uri: str, model: str, version: str) -> None:
+    def __init__(self, uri: str, model: str, version: str, *,
+                 schema: Callable[[], Any] = capture_schema) -> None:
+        """``schema``: the files' Arrow schema (captures by default; ``label_schema`` for
+        the label files, written with role ``LABELS_ROLE``)."""
         self.uri = safe_uri(uri).rstrip("/")
         self._model = model
+        self._schema = schema
         self._fs, self._root, self._local = _open_fs(uri)
         host = re.sub(r"[^A-Za-z0-9_.-]", "_", socket.gethostname())[:40] or "host"
         # The random part keeps names unique across restarts (a container's pid is 1).
@@ -64,7 +78,7 @@ class ParquetFiles:
         self._seq += 1
         rel = (f"{self._model}/{role}/{now:%Y-%m-%d}/"
                f"{now:%H%M%S}-{self._stem}-{self._seq:06d}.parquet")
-        table = pa.Table.from_pylist(list(records), schema=capture_schema())
+        table = pa.Table.from_pylist(list(records), schema=self._schema())
         path = f"{self._root}/{rel}"
         if self._local:
             target = Path(path)

@@ -17,6 +17,7 @@
         ├── Throttled                  a tenant is over one of its limits: 429 + Retry-After
         ├── InjectedFailure            --inject_error_rate: 500
         ├── QueueUnavailable           queue mode: Redis cannot be reached: 503 + Retry-After
+        ├── StoreUnavailable           the label files' store refused a write: 503 + Retry-After
         ├── DeadLettered               queue mode: the request's entry was moved to the
         │                              dead-letter stream after too many deliveries: 500
         ├── ArtifactError              at start: the model directory cannot be served
@@ -181,6 +182,15 @@ class QueueUnavailable(PredictorError):
         self.retry_after_s = retry_after_s
 
 
+class StoreUnavailable(PredictorError):
+    """Where the predictor writes (the label files' store) refused or did not answer: 503
+    with Retry-After; nothing was stored."""
+
+    def __init__(self, message: str, retry_after_s: float = 2.0) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
 class DeadLettered(PredictorError):
     """Queue mode: the request was delivered to workers more than --queue_max_deliveries
     times without an answer (each worker stopped while running it) and was moved to the
@@ -213,7 +223,7 @@ def status_for(exc: PredictorError) -> tuple[int, dict[str, str]]:
         if exc.reason == "draining":
             return 503, {}
         return 429, _retry_after(exc.retry_after_s)
-    if isinstance(exc, QueueUnavailable):
+    if isinstance(exc, QueueUnavailable | StoreUnavailable):
         return 503, _retry_after(exc.retry_after_s)
     if isinstance(exc, ModelUnavailable):
         return 503, {} if exc.retry_after_s is None else _retry_after(exc.retry_after_s)

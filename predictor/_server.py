@@ -38,6 +38,8 @@ from predictor._model import BatchingModel
 from predictor._repository import repository_classes
 from predictor._requestlog import RequestLog, RequestLogConfig
 from predictor._versions import VersionRoutes, with_versions
+from predictor.feedback import feedback_routes
+from predictor.tap._record import Identity
 from predictor.tap._tap import Tap, TapMiddleware
 from predictor.tenants import guard
 
@@ -200,10 +202,10 @@ def _server_class() -> type[Any]:
 
         def _wrap(self, app: Any) -> Any:
             # KServe's app, wrapped (outermost first): request IDs, body limits and
-            # metrics; the V2 version routes; the tenant check (--tenants_file); mirroring
-            # and capture; the V1 fast path. All
-            # see KServe's own answers too (404, 400 for bad JSON), so counts and captures
-            # are complete.
+            # metrics; the V2 version routes; the tenant check (--tenants_file); the
+            # feedback route (labels, --feedback_token_file); mirroring and capture; the V1
+            # fast path. All see KServe's own answers too (404, 400 for bad JSON), so
+            # counts and captures are complete.
             assert self._model is not None
             asgi: Any = app
             if self.config.fast_path:
@@ -214,6 +216,9 @@ def _server_class() -> type[Any]:
             if self._tap is not None:
                 asgi = TapMiddleware(asgi, tap=self._tap)
                 self._tap.start()
+                identity = Identity(model=self.config.model_name, version=self._model.version,
+                                    role=self.config.role, task=self._model.handler.task)
+                asgi = feedback_routes(asgi, self.config, identity, self._tap.recent)
             asgi = guard(asgi, self.config, version=self._model.version, paths=PREDICT_PATH,
                          model_of=model_of_path)
             return PredictorMiddleware(

@@ -3,9 +3,9 @@
 A capture URI is a local directory, ``file://``, ``s3://bucket/prefix``, or one
 ``.parquet`` file; every ``*.parquet`` under it is read (the predictor writes
 ``<model>/<role>/<day>/<file>.parquet``; ``.tmp`` files being written are not
-matched). S3 goes through s3fs, registered with DuckDB as an fsspec filesystem, so
-no DuckDB extension has to be downloaded; endpoint and keys come from the usual
-AWS variables.
+matched, nor the label files beside them, ``<model>/labels/...``). S3 goes through
+s3fs, registered with DuckDB as an fsspec filesystem, so no DuckDB extension has to
+be downloaded; endpoint and keys come from the usual AWS variables.
 
 Why DuckDB: the report is a join of two tables by request ID plus aggregates, which
 is what DuckDB's streaming, out-of-core engine does over Parquet without loading it:
@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from captures import CAPTURE_COLUMNS, s3_filesystem, safe_uri
+from captures import CAPTURE_COLUMNS, is_label_file, s3_filesystem, safe_uri
 from shadow._errors import CaptureError
 
 _MAGIC = b"PAR1"
@@ -48,7 +48,8 @@ def find_captures(uri: str, side: str) -> CaptureSource:
         if root.is_file():
             files = [str(root)]
         elif root.is_dir():
-            files = sorted(str(p) for p in root.rglob("*.parquet") if p.is_file())
+            files = sorted(str(p) for p in root.rglob("*.parquet")
+                           if p.is_file() and not is_label_file(str(p)))
         else:
             raise CaptureError(f"{side} capture {shown} does not exist")
         fs = None
@@ -65,7 +66,8 @@ def find_captures(uri: str, side: str) -> CaptureSource:
             if root_key.endswith(".parquet") and fs.isfile(root_key):
                 found = [root_key]
             else:
-                found = [p for p in fs.find(root_key) if p.endswith(".parquet")]
+                found = [p for p in fs.find(root_key)
+                         if p.endswith(".parquet") and not is_label_file(p)]
         except Exception as exc:  # s3fs raises many kinds: one line, no secrets
             raise CaptureError(f"cannot list {side} capture {shown}: {type(exc).__name__}: "
                                f"{_first_line(exc)}") from None

@@ -17,11 +17,11 @@ import logging
 import sys
 import time
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from predictor._config import ServerConfig
 from predictor._errors import PredictorError, grpc_error_for
+from predictor._secrets import read_token_file
 from predictor._versions import VersionRoutes, with_versions
 from predictor.multi._host import ModelHost
 from predictor.multi._routes import MultiModelRoutes, check_token
@@ -31,20 +31,7 @@ logger = logging.getLogger("predictor.multi")
 
 def read_token(config: ServerConfig) -> str | None:
     """The repository token (None: no --repository_token_file). Never logged."""
-    from common import PlatformError
-
-    if not config.repository_token_file:
-        return None
-    path = Path(config.repository_token_file)
-    try:
-        token = path.read_text().strip()
-    except OSError as exc:
-        raise PlatformError(f"cannot read --repository_token_file {path}: "
-                            f"{exc.strerror or exc}") from None
-    if len(token) < 16:
-        raise PlatformError(f"--repository_token_file {path} holds a token shorter than 16 "
-                            "characters")
-    return token
+    return read_token_file(config.repository_token_file, "--repository_token_file")
 
 
 @cache

@@ -34,6 +34,7 @@ from predictor.tap._record import Identity
 
 if TYPE_CHECKING:
     from predictor._config import ServerConfig
+    from predictor.feedback import RecentOutputs
 
 logger = logging.getLogger("predictor")
 
@@ -41,9 +42,11 @@ logger = logging.getLogger("predictor")
 class Tap:
     """Where answered requests go: a mirror, a capture sink, or both."""
 
-    def __init__(self, mirror: Mirror | None, capture: CaptureSink | None) -> None:
+    def __init__(self, mirror: Mirror | None, capture: CaptureSink | None,
+                 recent: RecentOutputs | None = None) -> None:
         self.mirror = mirror
         self.capture = capture
+        self.recent = recent  # the last answers, for labels (--feedback_token_file)
         self._closed = False
 
     @classmethod
@@ -55,14 +58,18 @@ class Tap:
 
         labels = {"model": config.model_name, "version": version, "role": config.role}
         metrics = TapMetrics.create(labels)
-        mirror = capture = None
+        mirror = capture = recent = None
         if config.shadow_url and config.shadow_sample_rate > 0:
             mirror = Mirror(MirrorConfig.from_server(config), metrics)
         if config.capture_uri:
             identity = Identity(model=config.model_name, version=version, role=config.role,
                                 task=task)
             capture = CaptureSink(CaptureConfig.from_server(config), identity, metrics)
-        return cls(mirror, capture)
+            if config.feedback_token_file:
+                from predictor.feedback import RecentOutputs
+
+                recent = RecentOutputs()
+        return cls(mirror, capture, recent)
 
     def start(self) -> None:
         """Start the capture's writer thread (the mirror starts on first use, on the loop)."""
@@ -76,6 +83,8 @@ class Tap:
                 self.mirror.offer(exchange)
             if self.capture is not None:
                 self.capture.offer(exchange)
+            if self.recent is not None:
+                self.recent.add(exchange)
         except Exception:  # a bug here must never reach a client
             logger.exception("tap failed on request %s", exchange.request_id)
 

@@ -1,0 +1,24 @@
+"""Bearer tokens read from files (a mounted Secret), never from args or env, never logged."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from common import PlatformError
+
+MIN_TOKEN_CHARS = 16
+
+
+def read_token_file(path: str, flag: str) -> str | None:
+    """The token in ``path`` (None: the flag was not given); PlatformError (exit 2 at
+    start) for a file that cannot be read or a token shorter than 16 characters."""
+    if not path:
+        return None
+    try:
+        token = Path(path).read_text().strip()
+    except OSError as exc:
+        raise PlatformError(f"cannot read {flag} {path}: {exc.strerror or exc}") from None
+    if len(token) < MIN_TOKEN_CHARS:
+        raise PlatformError(f"{flag} {path} holds a token shorter than {MIN_TOKEN_CHARS} "
+                            "characters")
+    return token
