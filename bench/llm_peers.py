@@ -41,6 +41,7 @@ from typing import Any
 
 from bench._results import run_context, write_results
 from bench._servers import predictor
+from bench._spread import spread, spread_text
 from bench.llm_bench import IGNORE_EOS, _load, _summary, measured_cells
 from scripts.demo_models import CHAT_GGUF, smollm2_dir
 from tests.support.procs import ManagedProcess, free_port, wait_http_ok
@@ -147,6 +148,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--output-tokens", type=int, default=64)
     parser.add_argument("--slo-ttft-ms", type=float, default=2000.0)
     parser.add_argument("--slo-tpot-ms", type=float, default=250.0)
+    parser.add_argument("--runs", type=int, default=1,
+                        help="repeat the whole sweep; the summary is the median (min-max)")
     args = parser.parse_args(argv)
     from scripts.demo_models import ensure_demo
 
@@ -154,29 +157,14 @@ def main(argv: list[str]) -> int:
     slo = {"ttft": args.slo_ttft_ms, "tpot": args.slo_tpot_ms}
     rates = [float(r) for r in args.rates.split(",")]
     rows: list[dict[str, Any]] = []
-    for name in args.servers.split(","):
-        with serve(name, Path(args.registry)) as (url, model):
-            fields = RUN_TO_MAX[name]
-            asyncio.run(_load(url, 1.0, 3.0, 4, seed=0, model=model,
-                              run_to_max=fields))  # warm-up
-            for i, rate in enumerate(rates):
-                done = asyncio.run(_load(url, rate, args.duration, args.output_tokens,
-                                         seed=i + 1, model=model, run_to_max=fields))
-                row = {"server": name, **_summary(rate, done, slo)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-                time.sleep(5)  # drain
-                if not row["ok"] or (row["ttft_p99_ms"] or 0) > 5 * slo["ttft"]:
-                    break  # far past its knee: the higher rates only queue
-    best = {name: max([r for r in rows if r["server"] == name and r["meets_slo"]],
-                      key=lambda r: r["rate_rps"], default=None)
-            for name in args.servers.split(",")}
-    summary = {name: {**({"rate_rps": r["rate_rps"],
-                          "output_tokens_per_s": r["output_tokens_per_s"]} if r else
-                         {"rate_rps": None, "output_tokens_per_s": None}),
+    servers = args.servers.split(",")
+    for run in range(1, args.runs + 1):  # servers in turn within a run: same conditions
+        for name in servers:
+            rows += _sweep(name, Path(args.registry), rates, args, slo, run)
+    summary = {name: {**_capacity([r for r in rows if r["server"] == name], args.runs),
                       **_lengths([row for row in rows if row["server"] == name],
                                  args.output_tokens)}
-               for name, r in best.items()}
+               for name in servers}
     for name, of_server in summary.items():
         if not of_server["full_length"]:
             print(f"WARNING: {name}'s answers are not {args.output_tokens} tokens long "
@@ -185,9 +173,39 @@ def main(argv: list[str]) -> int:
                   "its rates are not the same work", flush=True)
     context = run_context("python -m bench.llm_peers " + " ".join(argv), slo=slo,
                           output_tokens=args.output_tokens, duration_s=args.duration,
-                          summary=summary)
+                          runs=args.runs, summary=summary)
     print(write_results("llm-peers", context, rows, _markdown))
     return 0
+
+
+def _sweep(name: str, registry: Path, rates: list[float], args: argparse.Namespace,
+           slo: dict[str, float], run: int) -> list[dict[str, Any]]:
+    """One server through the rates, lowest first, until it is far past its knee."""
+    rows: list[dict[str, Any]] = []
+    with serve(name, registry) as (url, model):
+        fields = RUN_TO_MAX[name]
+        asyncio.run(_load(url, 1.0, 3.0, 4, seed=0, model=model,
+                          run_to_max=fields))  # warm-up
+        for i, rate in enumerate(rates):
+            done = asyncio.run(_load(url, rate, args.duration, args.output_tokens,
+                                     seed=i + 1, model=model, run_to_max=fields))
+            row = {"server": name, "run": run, **_summary(rate, done, slo)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+            time.sleep(5)  # drain
+            if not row["ok"] or (row["ttft_p99_ms"] or 0) > 5 * slo["ttft"]:
+                break  # far past its knee: the higher rates only queue
+    return rows
+
+
+def _capacity(rows: list[dict[str, Any]], runs: int) -> dict[str, Any]:
+    """Per run, the highest rate that met the SLO and its output tokens/s (0 where none
+    did); over the runs, their median (min-max)."""
+    best = [max((r for r in rows if r["run"] == run and r["meets_slo"]),
+                key=lambda r: r["rate_rps"], default=None) for run in range(1, runs + 1)]
+    return {"rate_rps": spread([b["rate_rps"] if b else 0.0 for b in best]),
+            "output_tokens_per_s": spread([b["output_tokens_per_s"] if b else 0.0
+                                           for b in best])}
 
 
 def _lengths(rows: list[dict[str, Any]], wanted: int) -> dict[str, Any]:
@@ -207,23 +225,25 @@ def _markdown(context: dict[str, Any], rows: Any) -> str:
     lines = [f"demo-chat, {len(context['summary'])} servers ({context['machine']}, "
              f"{context['date']}), "
              f"TTFT p99 <= {slo['ttft']:g} ms and TPOT p99 <= {slo['tpot']:g} ms, "
-             f"{wanted} output tokens a request", "",
+             f"{wanted} output tokens a request; median (min-max) of {context['runs']} "
+             "runs (0: no rate met the SLO)", "",
              "| server | at the SLO: req/s | output tokens/s | tokens an answer (mean) |",
              "| --- | --- | --- | --- |"]
     for name, best in context["summary"].items():
-        rate = best["rate_rps"]
-        lines.append(f"| {name} | {'none met it' if rate is None else rate} | "
-                     f"{best['output_tokens_per_s'] or '-'} | {best['output_tokens_mean']}"
+        lines.append(f"| {name} | {spread_text(best['rate_rps'], '.2g')} | "
+                     f"{spread_text(best['output_tokens_per_s'], '.1f')} | "
+                     f"{best['output_tokens_mean']}"
                      f"{'' if best['full_length'] else ' (not ' + str(wanted) + ')'} |")
     short = [name for name, best in context["summary"].items() if not best["full_length"]]
     if short:
         lines += ["", f"Not the same work: the answers of {', '.join(short)} are not all "
                   f"{wanted} tokens long."]
-    lines += ["", "| server | req/s | requests | ok | tokens an answer | TTFT p50 / p99 ms | "
-              "TPOT p50 / p99 ms | output tokens/s | meets SLO |",
-              "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines += ["", "| server | run | req/s | requests | ok | tokens an answer | "
+              "TTFT p50 / p99 ms | TPOT p50 / p99 ms | output tokens/s | meets SLO |",
+              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
-        lines.append(f"| {r['server']} | {r['rate_rps']:g} | {r['requests']} | {r['ok']} | "
+        lines.append(f"| {r['server']} | {r['run']} | {r['rate_rps']:g} | {r['requests']} | "
+                     f"{r['ok']} | "
                      f"{r['output_tokens_mean']} | {measured_cells(r)} |")
     return "\n".join(lines) + "\n"
 

@@ -21,7 +21,7 @@ from collections.abc import AsyncGenerator
 from typing import Any
 
 from predictor._config import ServerConfig
-from predictor._errors import DeadlineExpired, Overloaded, QueueUnavailable
+from predictor._errors import DeadlineExpired, Forbidden, Overloaded, QueueUnavailable
 from predictor.llm._model import Piece
 from predictor.llm._params import GenerationRequest
 from predictor.llm.queue._tokens import Follower, decode_arrived, request_item
@@ -29,6 +29,7 @@ from predictor.queue._backpressure import depth_of
 from predictor.queue._client import connect, redis_errors, shown
 from predictor.queue._codec import Entry, encode_entry
 from predictor.queue._keys import QueueKeys
+from predictor.tenants import CURRENT
 
 logger = logging.getLogger("predictor.llm")
 
@@ -89,6 +90,11 @@ class QueuedLLM:
         arrived = time.monotonic() if arrived is None else arrived
         if self.draining:
             raise Overloaded("draining", 0.0, "the server is shutting down")
+        tenant = CURRENT.get()
+        if tenant is not None and tenant.adapter is not None:
+            # The workers serve the base model only: never answer with other weights.
+            raise Forbidden(f"tenant {tenant.name} uses adapter {tenant.adapter}, and "
+                            "adapters are not served in queue mode (yet): serve it in-process")
         client = self._redis()
         await self._admit(client)
         request_id = uuid.uuid4().hex

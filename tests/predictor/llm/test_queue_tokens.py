@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
-from predictor._errors import BadInput, DeadLettered
+from common.tenants import Tenant
+from predictor._config import ServerConfig
+from predictor._errors import BadInput, DeadLettered, Forbidden
 from predictor.llm._model import Piece
 from predictor.llm._params import parse_chat, parse_completion, parse_sample
-from predictor.llm.queue import Arrived, Follower, Spliced, decode_arrived
+from predictor.llm.queue import Arrived, Follower, QueuedLLM, Spliced, decode_arrived
 from predictor.llm.queue._tokens import error_fields, piece_fields, request_item, request_of
 from predictor.queue._codec import error_record
+from predictor.tenants import CURRENT
 
 
 def _bytes(fields: dict[str, object]) -> dict[bytes, bytes]:
@@ -72,3 +77,20 @@ def test_a_stream_switches_silently_only_before_it_sent_anything() -> None:
     g.take(_piece("a", "The "))
     with pytest.raises(Spliced, match="started it again"):
         g.take(_piece("b", "The "))
+
+
+def test_a_queue_frontend_refuses_a_tenant_whose_adapter_it_cannot_serve() -> None:
+    """The workers run the base model only: a tenant with an adapter gets 403, never the
+    base model's answer in place of its own weights (and nothing is enqueued)."""
+    config = ServerConfig(model_name="demo-chat", queue_url="redis://127.0.0.1:1/0",
+                          queue_role="frontend")
+    frontend = QueuedLLM(config, "1")
+
+    async def ask() -> None:
+        CURRENT.set(Tenant("acme", adapter="demo-chat-acme"))
+        async for _ in frontend.generate(parse_sample(b"hi", "demo-chat"), timeout_ms=1000):
+            pass
+
+    with pytest.raises(Forbidden, match="not served in queue mode"):
+        asyncio.run(ask())
+    assert frontend._client is None  # refused before Redis was even dialled
