@@ -1,4 +1,5 @@
-"""OpenAI's response shapes: completions, chat completions, their stream chunks, errors.
+"""OpenAI's response shapes: completions, chat completions, their stream chunks, errors,
+and the ASGI answer of an error in that shape (``send_openai_error``).
 
 The fields are those of the ``openai`` client's own types (``openai.types.Completion``,
 ``ChatCompletion``, ``ChatCompletionChunk``), which the tests parse the answers with.
@@ -10,9 +11,14 @@ HTTP status as the code.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import orjson
+
+from predictor._errors import PredictorError, status_for
+
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 ERROR_TYPES = {
     400: "BadRequestError",
@@ -116,3 +122,21 @@ def stream_error(status: int, message: str) -> bytes:
 
 def models_body(model: str, created: int) -> dict[str, Any]:
     return {"id": model, "object": "model", "created": created, "owned_by": "modelctl"}
+
+
+async def respond(send: Send, status: int, body: bytes, content_type: bytes,
+                  headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    """One whole answer, with its length."""
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", content_type), (b"content-length", str(len(body)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def send_openai_error(send: Send, exc: PredictorError) -> int:
+    """``exc`` answered in OpenAI's error shape, with the status (and headers, such as
+    Retry-After) of the predictor's error table; returns the status."""
+    status, extra = status_for(exc)
+    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
+    await respond(send, status, error_body(status, str(exc)), b"application/json", headers)
+    return status

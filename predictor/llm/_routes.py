@@ -32,7 +32,15 @@ import orjson
 from predictor._errors import ModelUnknown, PredictorError, status_for
 from predictor._http import _BODY, ASGIApp, Receive, Scope, Send, request_timeout_ms, send_error
 from predictor.llm._model import Generating, Piece
-from predictor.llm._openai import DONE, Shape, error_body, models_body, stream_error
+from predictor.llm._openai import (
+    DONE,
+    Shape,
+    error_body,
+    models_body,
+    respond,
+    send_openai_error,
+    stream_error,
+)
 from predictor.llm._params import GenerationRequest, parse_chat, parse_completion, parse_sample
 from predictor.tenants import note_tokens
 
@@ -80,7 +88,7 @@ class LLMRoutes:
             message = f"use {allowed} on this route"
             body = orjson.dumps({"error": message}) if path == SAMPLE_PATH else error_body(
                 405, message)
-            await _respond(send, 405, body, b"application/json", [(b"allow", allowed.encode())])
+            await respond(send, 405, body, b"application/json", [(b"allow", allowed.encode())])
         elif path == SAMPLE_PATH:
             await self._sample(scope, receive, send)
         elif allowed == "POST":
@@ -103,7 +111,7 @@ class LLMRoutes:
             return
         if pieces is None:
             return  # the client went away; its sequence is cancelled
-        await _respond(
+        await respond(
             send, 200, "".join(p.text for p in pieces).encode(), b"text/plain; charset=utf-8"
         )
 
@@ -121,7 +129,7 @@ class LLMRoutes:
                 )
             timeout = request_timeout_ms(headers, self.model.config.request_timeout_ms)
         except PredictorError as exc:
-            await _openai_error(send, exc)
+            await send_openai_error(send, exc)
             return
         shape = Shape(chat=chat, model=self.model.name, request_id=headers.get("x-request-id", ""))
         pieces = _counted(self.model.generate(request, timeout_ms=timeout, arrived=arrived))
@@ -131,11 +139,11 @@ class LLMRoutes:
         try:
             whole = await _until_disconnect(receive, _collect(pieces))
         except PredictorError as exc:
-            await _openai_error(send, exc)
+            await send_openai_error(send, exc)
             return
         if whole is not None:
             last = whole[-1]
-            await _respond(
+            await respond(
                 send,
                 200,
                 shape.whole(
@@ -150,15 +158,15 @@ class LLMRoutes:
     async def _list(self, path: str, send: Send) -> None:
         card = models_body(self.model.name, self.created)
         if path == self._models:
-            await _respond(
+            await respond(
                 send, 200, orjson.dumps({"object": "list", "data": [card]}), b"application/json"
             )
             return
         asked = path[len(self._models) + 1 :]
         if asked != self.model.name:
-            await _openai_error(send, ModelUnknown(f"model {asked!r} is not served here"))
+            await send_openai_error(send, ModelUnknown(f"model {asked!r} is not served here"))
             return
-        await _respond(send, 200, orjson.dumps(card), b"application/json")
+        await respond(send, 200, orjson.dumps(card), b"application/json")
 
 
 async def _stream(
@@ -175,7 +183,7 @@ async def _stream(
     except StopAsyncIteration:
         first = Piece("", "stop")
     except PredictorError as exc:
-        await _openai_error(send, exc)
+        await send_openai_error(send, exc)
         return
     if first is None:
         return
@@ -263,30 +271,3 @@ async def _disconnected(receive: Receive) -> None:
 
 def _headers(scope: Scope) -> dict[str, str]:
     return {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", [])}
-
-
-async def _openai_error(send: Send, exc: PredictorError) -> None:
-    status, extra = status_for(exc)
-    headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items()]
-    await _respond(send, status, error_body(status, str(exc)), b"application/json", headers)
-
-
-async def _respond(
-    send: Send,
-    status: int,
-    body: bytes,
-    content_type: bytes,
-    headers: list[tuple[bytes, bytes]] | None = None,
-) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", content_type),
-                (b"content-length", str(len(body)).encode()),
-                *(headers or []),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

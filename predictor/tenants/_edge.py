@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from common.tenants import Tenant, TenantsError, TenantsFile
-from predictor._errors import Forbidden, PredictorError, Unauthorized, status_for
+from predictor._errors import Forbidden, PredictorError, Unauthorized
 from predictor._http import ASGIApp, Message, Receive, Scope, Send, header, send_error
 from predictor.tenants._limits import TenantLimits
 from predictor.tenants._metrics import TenantMetrics
@@ -140,15 +140,9 @@ class TenantMiddleware:
 async def _refuse(send: Send, exc: PredictorError, path: str) -> int:
     if not _OPENAI.search(path):
         return await send_error(send, exc)
-    from predictor.llm._openai import error_body  # OpenAI's routes answer OpenAI's shape
+    from predictor.llm._openai import send_openai_error  # OpenAI's routes: OpenAI's shape
 
-    status, extra = status_for(exc)
-    body = error_body(status, str(exc))
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-        *((k.encode("latin-1"), v.encode("latin-1")) for k, v in extra.items())]})
-    await send({"type": "http.response.body", "body": body})
-    return status
+    return await send_openai_error(send, exc)
 
 
 def guard(app: ASGIApp, config: ServerConfig, *, version: str, paths: re.Pattern[str],
