@@ -1,10 +1,13 @@
-"""Bearer tokens read from files (a mounted Secret), never from args or env, never logged."""
+"""Bearer tokens read from files (a mounted Secret), never from args or env, never logged,
+and checked on a request in constant time."""
 
 from __future__ import annotations
 
+import hmac
 from pathlib import Path
 
 from common import PlatformError
+from predictor._errors import Unauthorized
 
 MIN_TOKEN_CHARS = 16
 
@@ -22,3 +25,13 @@ def read_token_file(path: str, flag: str) -> str | None:
         raise PlatformError(f"{flag} {path} holds a token shorter than {MIN_TOKEN_CHARS} "
                             "characters")
     return token
+
+
+def check_bearer(expected: str, authorization: str | None, *, needs: str, flag: str) -> None:
+    """Raise Unauthorized (401) unless ``authorization`` is ``Bearer <expected>``, compared
+    in constant time; the message names what ``needs`` it and the ``flag`` of its token."""
+    scheme, _, given = (authorization or "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
+                                                             expected.encode()):
+        raise Unauthorized(f"{needs} needs Authorization: Bearer <token> (the token of "
+                           f"{flag})")

@@ -33,6 +33,7 @@ def feedback_routes(app: ASGIApp, config: ServerConfig, identity: Identity,
     from predictor._secrets import read_token_file
 
     token = read_token_file(config.feedback_token_file, "--feedback_token_file")
+    assert token is not None  # the flag is given
     files = ParquetFiles(config.capture_uri, identity.model, identity.version,
                          schema=label_schema)
     return FeedbackRoutes(app, identity=identity, token=token, files=files, recent=recent)

@@ -18,7 +18,6 @@ second label for one ID: stored, the latest counts offline; counted once here) a
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import re
 import weakref
@@ -32,11 +31,10 @@ from predictor._errors import (
     BadInput,
     ModelUnknown,
     PredictorError,
-    RepositoryRefused,
     StoreUnavailable,
-    Unauthorized,
 )
 from predictor._http import ASGIApp, Receive, Scope, Send, header, request_body, send_error
+from predictor._secrets import check_bearer
 from predictor.feedback._labels import canonical, judge, parse_labels
 from predictor.feedback._recent import RecentOutputs
 from predictor.tap._record import Identity, build_record
@@ -60,7 +58,7 @@ def _counter(registry: CollectorRegistry) -> Counter:
 class FeedbackRoutes:
     """The feedback route of one served model; anything else goes to ``app``."""
 
-    def __init__(self, app: ASGIApp, *, identity: Identity, token: str | None,
+    def __init__(self, app: ASGIApp, *, identity: Identity, token: str,
                  files: ParquetFiles, recent: RecentOutputs,
                  registry: CollectorRegistry = REGISTRY) -> None:
         self.app = app
@@ -96,14 +94,8 @@ class FeedbackRoutes:
         await send({"type": "http.response.body", "body": body})
 
     def _authenticate(self, authorization: bytes | None) -> None:
-        if self.token is None:
-            raise RepositoryRefused("feedback", "start the predictor with "
-                                    "--feedback_token_file to accept labels")
-        scheme, _, given = (authorization or b"").decode("latin-1").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                                 self.token.encode()):
-            raise Unauthorized("feedback needs Authorization: Bearer <token> (the token of "
-                               "--feedback_token_file)")
+        check_bearer(self.token, (authorization or b"").decode("latin-1"), needs="feedback",
+                     flag="--feedback_token_file")
 
     def _judge(self, labels: list[tuple[str, Any]]) -> dict[str, int]:
         counts = dict.fromkeys(("matched", "unmatched", "duplicates"), 0)

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import hmac
 import json
 import re
 import time
@@ -27,7 +26,6 @@ from predictor._errors import (
     Overloaded,
     PredictorError,
     RepositoryRefused,
-    Unauthorized,
     status_for,
 )
 from predictor._http import (
@@ -41,6 +39,7 @@ from predictor._http import (
     request_body,
     request_timeout_ms,
 )
+from predictor._secrets import check_bearer
 from predictor.multi._host import ModelHost
 
 INDEX_PATH = "/v2/repository/index"
@@ -52,11 +51,8 @@ def check_token(expected: str | None, authorization: str | None, action: str) ->
     if expected is None:
         raise RepositoryRefused(action, "start the predictor with --repository_token_file to "
                                 "allow the repository's load and unload")
-    scheme, _, given = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(),
-                                                             expected.encode()):
-        raise Unauthorized(f"model repository {action} needs Authorization: Bearer <token> "
-                           "(the token of --repository_token_file)")
+    check_bearer(expected, authorization, needs=f"model repository {action}",
+                 flag="--repository_token_file")
 
 
 class MultiModelRoutes:
