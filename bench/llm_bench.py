@@ -85,14 +85,15 @@ async def _one(client: httpx.AsyncClient, url: str, body: dict[str, Any]) -> dic
 
 async def _load(url: str, rate: float, duration_s: float, output_tokens: int,
                 seed: int, model: str = "demo-chat",
-                run_to_max: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+                run_to_max: dict[str, Any] | None = None,
+                headers: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Poisson arrivals at ``rate`` for ``duration_s``; each request greedy, streamed, of
     ``max_tokens`` ``output_tokens``, with ``run_to_max`` (``IGNORE_EOS`` by default) the
-    fields that keep the server from ending the answer sooner."""
+    fields that keep the server from ending the answer sooner, and ``headers`` (a key)."""
     rng = random.Random(seed)
     limits = httpx.Limits(max_connections=1000, max_keepalive_connections=1000)
     extra = IGNORE_EOS if run_to_max is None else run_to_max
-    async with httpx.AsyncClient(timeout=300, limits=limits) as client:
+    async with httpx.AsyncClient(timeout=300, limits=limits, headers=headers) as client:
         tasks = []
         start = time.monotonic()
         at = 0.0

@@ -15,7 +15,8 @@ FLAG_HELP: dict[str, str] = {
     "role": "Role label on every metric: stable, canary or shadow.",
     "device": "auto (cuda when available), cpu or cuda.",
     "dtype": "auto (fp32 on CPU, bf16/fp16 on GPU), float32, float16 or bfloat16.",
-    "max_batch_size": "Largest batch sent to the device.",
+    "max_batch_size": "Largest batch sent to the device (task llm: the most sequences the "
+                      "engine runs at once).",
     "max_batch_wait_ms": "Longest time the oldest queued item waits for a batch to fill.",
     "max_queue_size": "Items that may wait; beyond it requests are refused with 429.",
     "request_timeout_ms": "Deadline per request; x-request-timeout-ms may lower it.",

@@ -10,6 +10,7 @@ one bad item never fails its neighbours.
 
 from predictor.batching._batcher import Batcher
 from predictor.batching._estimators import ArrivalRate, LatencyModel
+from predictor.batching._fair import FairOrder, position
 from predictor.batching._isolation import Outcome, is_out_of_memory, run_isolating
 from predictor.batching._items import BatchStats
 from predictor.batching._policy import Admission, BatchConfig, BatchPolicy, Dispatch, Wait
@@ -22,9 +23,11 @@ __all__ = [
     "BatchStats",
     "Batcher",
     "Dispatch",
+    "FairOrder",
     "LatencyModel",
     "Outcome",
     "Wait",
     "is_out_of_memory",
+    "position",
     "run_isolating",
 ]

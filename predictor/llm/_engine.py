@@ -56,7 +56,8 @@ class Output:
     """What the engine has made of a sequence so far: every token, and whether it ended.
 
     ``finished`` is None while it runs, else ``"stop"`` (an end-of-sequence token),
-    ``"length"`` (``max_tokens``) or ``"error"`` (with ``error``)."""
+    ``"length"`` (``max_tokens``), ``"error"`` (with ``error``) or ``"rejected"`` (never
+    ran: pushed out of the admission gate's queue, ``_gate``)."""
 
     token_ids: tuple[int, ...]
     finished: str | None = None

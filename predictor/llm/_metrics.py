@@ -11,8 +11,9 @@ dashboard or an alert written for one reads the other with the prefix changed:
 - ``modelctl_llm_e2e_request_latency_seconds``: arrival to the last token.
 - ``modelctl_llm_prompt_tokens_total``, ``modelctl_llm_generation_tokens_total``.
 - ``modelctl_llm_requests_finished_total{finish_reason}``: stop, length, cancelled, error,
-  deadline.
-- ``modelctl_llm_sequences_running``, ``modelctl_llm_sequences_waiting``,
+  deadline, rejected (pushed out of a full queue for a tenant with an earlier turn).
+- ``modelctl_llm_sequences_running``, ``modelctl_llm_sequences_waiting`` (in the engine's
+  queue and at the admission gate, ``_gate``),
   ``modelctl_llm_kv_cache_blocks{state}`` (used, free),
   ``modelctl_llm_kv_cache_capacity_tokens``: read from the engine at each scrape.
 - ``modelctl_llm_sequences_preempted``: of the waiting, those that had started and were
@@ -34,7 +35,7 @@ from prometheus_client.registry import Collector
 from predictor.llm._engine import EngineStats
 
 LABELS = ("model", "version", "role")
-FINISH_REASONS = ("stop", "length", "cancelled", "error", "deadline")
+FINISH_REASONS = ("stop", "length", "cancelled", "error", "deadline", "rejected")
 
 # Time to first token: a warm GPU prefill (10 ms) to a CPU one behind a queue (60 s).
 TTFT_BUCKETS_S = (

@@ -22,9 +22,11 @@ from typing import Any, Protocol
 from predictor._config import ServerConfig
 from predictor._errors import BadInput, DeadlineExpired, ItemFailed, ModelUnavailable, Overloaded
 from predictor.llm._engine import Engine, Output
+from predictor.llm._gate import AdmissionGate
 from predictor.llm._metrics import LLMMetrics
 from predictor.llm._params import GenerationRequest
 from predictor.llm._text import TextStream
+from predictor.tenants import CURRENT
 
 logger = logging.getLogger("predictor.llm")
 
@@ -78,12 +80,14 @@ class LLMModel:
         version: str,
         context_tokens: int,
         metrics: LLMMetrics,
+        gate: AdmissionGate | None = None,
     ) -> None:
         self.config = config
         self.name = config.model_name
         self.version = version
         self.tokenizer = tokenizer
         self.engine = engine
+        self.gate = gate or admission_gate(config, engine)
         self.context_tokens = context_tokens
         self.metrics = metrics
         self.max_tokens_limit = config.max_new_tokens_limit
@@ -136,7 +140,9 @@ class LLMModel:
     ) -> AsyncGenerator[Piece, None]:
         """The sequence's text as it comes; the deadline ``timeout_ms`` covers the first token."""
         arrived = time.monotonic() if arrived is None else arrived
-        self._admit()
+        tenant = CURRENT.get()  # with --tenants_file: into the engine in fair order
+        flow = tenant.name if tenant is not None else None
+        self._admit(flow)
         ids = self.prompt_ids(request)
         max_tokens = self.max_tokens_for(request, len(ids))
         sequence_id = f"{self.name}-{next(self._ids)}"
@@ -148,7 +154,8 @@ class LLMModel:
         started = False
         finished: str | None = None
         try:
-            self.engine.submit(sequence_id, ids, request.sampling(max_tokens), outputs.put_nowait)
+            self.gate.submit(sequence_id, ids, request.sampling(max_tokens), outputs.put_nowait,
+                             flow=flow, weight=tenant.weight if tenant is not None else 1.0)
             self.metrics.prompt_tokens.inc(len(ids))
             last_at = arrived  # set at the first token
             sent_tokens = 0
@@ -169,6 +176,9 @@ class LLMModel:
                 if output.finished == "error":
                     finished = "error"
                     raise EngineFailed(f"the engine failed the sequence: {output.error}")
+                if output.finished == "rejected":
+                    finished = "rejected"
+                    raise Overloaded("queue_full", 1.0, output.error or "pushed out")
                 new = len(output.token_ids) - sent_tokens
                 if new > 0:
                     if not started:  # the first token is TTFT; those that came with it
@@ -184,7 +194,7 @@ class LLMModel:
                 piece = text.feed(output.token_ids, final=output.finished is not None)
                 if text.stopped:
                     finished = "stop"
-                    self.engine.cancel(sequence_id)
+                    self.gate.cancel(sequence_id)
                 elif output.finished is not None:
                     finished = output.finished
                 if finished is not None:
@@ -196,7 +206,7 @@ class LLMModel:
             if finished is None:  # the consumer went away
                 finished = "cancelled"
             if finished in ("cancelled", "deadline"):  # free the sequence's cache
-                self.engine.cancel(sequence_id)
+                self.gate.cancel(sequence_id)
             if not started:
                 self._waiting -= 1
             self.metrics.finished[finished].inc()
@@ -204,12 +214,12 @@ class LLMModel:
             if self._active == 0:
                 self._idle.set()
 
-    def _admit(self) -> None:
+    def _admit(self, flow: str | None) -> None:
         if self.draining:
             raise Overloaded("draining", 0.0, "the server is shutting down")
         if not self.engine.healthy():
             raise ModelUnavailable(f"model {self.name}'s engine is not running", 5.0)
-        if self._waiting >= self.config.max_queue_size:
+        if self._waiting >= self.config.max_queue_size and not self.gate.push_out(flow):
             raise Overloaded(
                 "queue_full",
                 1.0,
@@ -253,7 +263,8 @@ def load_llm(config: ServerConfig, model_dir: Path, version: str) -> LLMModel:
                                 cache_bytes=int(config.kv_cache_memory_mb * 2**20))
     engine.start()
     context = int(getattr(model.config, "max_position_embeddings", 0) or 2048)
-    metrics = LLMMetrics.create(config.model_name, version, config.role, engine.stats)
+    gate = admission_gate(config, engine)
+    metrics = LLMMetrics.create(config.model_name, version, config.role, gate.stats)
     return LLMModel(
         config,
         tokenizer=tokenizer,
@@ -261,4 +272,11 @@ def load_llm(config: ServerConfig, model_dir: Path, version: str) -> LLMModel:
         version=version,
         context_tokens=context,
         metrics=metrics,
+        gate=gate,
     )
+
+
+def admission_gate(config: ServerConfig, engine: Engine) -> AdmissionGate:
+    """At most ``--max_batch_size`` sequences in the engine; fair order with tenants."""
+    return AdmissionGate(engine, max_running=config.max_batch_size,
+                         fair=bool(config.tenants_file))

@@ -80,7 +80,7 @@ EXPECTED = {
 }
 # Both versions together: 30 stop and 15 length sequences every 15 s; the other
 # reasons are exported at 0.
-FINISHED = {"stop": 2, "length": 1, "cancelled": 0, "error": 0, "deadline": 0}
+FINISHED = {"stop": 2, "length": 1, "cancelled": 0, "error": 0, "deadline": 0, "rejected": 0}
 
 
 def _serve(metrics: LLMMetrics, traffic: Traffic) -> None:
