@@ -22,6 +22,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY common/ common/
 COPY captures/ captures/
+COPY accuracy/ accuracy/
 COPY registry/ registry/
 COPY predictor/ predictor/
 COPY rollout/ rollout/

@@ -7,7 +7,7 @@ PORT ?= 8080
 PYTEST_ARGS ?=
 # mypy --strict: the pure cores (batching, decide, state, plan, judge, durations) and
 # every package's public surface.
-STRICT_TYPED := common captures predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
+STRICT_TYPED := common captures accuracy predictor/batching rollout/_decide.py rollout/_state.py rollout/_plan.py \
 	rollout/analysis/_judge.py rollout/analysis/_sequential.py rollout/analysis/_traffic.py \
 	registry/__init__.py predictor/__init__.py predictor/tap/__init__.py \
 	rollout/__init__.py rollout/backends/__init__.py rollout/analysis/__init__.py shadow/__init__.py \
@@ -50,10 +50,10 @@ run: demo
 	  $(if $(TENANTS),-- --tenants_file "$(TENANTS)" --enable_grpc false)
 
 lint: setup-python
-	$(VENV)/bin/ruff check common captures registry predictor rollout shadow devstack deploycheck cli capacity tests bench scripts
+	$(VENV)/bin/ruff check common captures accuracy registry predictor rollout shadow devstack deploycheck cli capacity tests bench scripts
 
 typecheck: setup-python
-	$(VENV)/bin/mypy common captures registry predictor rollout shadow devstack deploycheck cli capacity
+	$(VENV)/bin/mypy common captures accuracy registry predictor rollout shadow devstack deploycheck cli capacity
 	$(VENV)/bin/mypy --strict $(STRICT_TYPED)
 
 pytest: setup

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from captures._errors import CaptureSetupError
 from captures._schema import capture_schema
-from common import PlatformError
 
 # Label files live beside the captures, as the role ``labels``: <uri>/<model>/labels/...
 LABELS_ROLE = "labels"
@@ -31,10 +31,6 @@ def is_label_file(path: str) -> bool:
     """Whether a Parquet file under a capture URI holds labels, not capture records."""
     parts = path.replace("\\", "/").split("/")
     return len(parts) >= 4 and parts[-3] == LABELS_ROLE
-
-
-class CaptureSetupError(PlatformError):
-    """The capture location cannot be used (a local directory that cannot be created)."""
 
 
 def safe_uri(uri: str) -> str:

@@ -38,6 +38,10 @@ def build_app() -> typer.Typer:
 
     root.add_typer(_shadow.app, name="shadow")
 
+    from cli import _feedback
+
+    root.add_typer(_feedback.app, name="feedback")
+
     from cli import _dev
 
     root.add_typer(_dev.app, name="dev")

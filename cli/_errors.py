@@ -15,7 +15,13 @@ drawn in full in its own module:
     │   ├── RolloutError             (rollout/_errors.py)            exit 2
     │   │                            plan, analysis, traffic backends, Kubernetes
     │   ├── ShadowError              (shadow/_errors.py)             exit 2
-    │   │                            captures, thresholds, the shadow gate
+    │   │                            mirroring, thresholds, the shadow gate
+    │   ├── CaptureError             (captures/_errors.py)           exit 2
+    │   │                            captures or labels that cannot be read or
+    │   │                            evaluated (CaptureSetupError: the location;
+    │   │                            LabelError: a label that is not well-formed)
+    │   ├── AccuracyError            (accuracy/_errors.py)           exit 2
+    │   │                            a feedback push or report asked for wrongly
     │   ├── DevEnvError              (devstack/_errors.py)           exit 2
     │   │                            the one-machine stack of `modelctl dev`
     │   ├── DeployError              (deploycheck/_errors.py)        exit 2

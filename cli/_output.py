@@ -25,6 +25,15 @@ def print_json(data: Any) -> None:
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=True, default=str) + "\n")
 
 
+def num(value: Any, digits: int = 4) -> str:
+    """A number for a table cell: floats to ``digits`` significant digits, None as ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
 def table(title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> Table:
     t = Table(title=title, title_justify="left", header_style="bold")
     for column in columns:

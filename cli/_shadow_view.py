@@ -7,15 +7,7 @@ from typing import Any
 
 from rich.console import Console
 
-from cli._output import table
-
-
-def _num(value: Any, digits: int = 4) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
+from cli._output import num, table
 
 
 def _pct(value: Any) -> str:
@@ -37,9 +29,9 @@ def summary_rows(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         ("pairs", f"{pairs['pairs']} (coverage {_pct(doc['coverage'])} of primary requests; "
                   f"{doc['shadow_unmatched']} shadow records unmatched; "
                   f"{pairs['input_mismatches']} with different inputs)"),
-        ("latency p50 / p99 ms", f"primary {_num(lat['primary']['p50'])} / "
-                                 f"{_num(lat['primary']['p99'])}, shadow "
-                                 f"{_num(lat['shadow']['p50'])} / {_num(lat['shadow']['p99'])}"),
+        ("latency p50 / p99 ms", f"primary {num(lat['primary']['p50'])} / "
+                                 f"{num(lat['primary']['p99'])}, shadow "
+                                 f"{num(lat['shadow']['p50'])} / {num(lat['shadow']['p99'])}"),
         *(_status_row(side, pairs["status"][side], pairs["pairs"]) for side in ("primary",
                                                                                   "shadow")),
         *agreement_rows(doc["task"], doc["agreement"]),
@@ -62,12 +54,12 @@ def agreement_rows(task: str, agreement: Mapping[str, Any]) -> list[tuple[str, s
     elif task == "feature-extraction":
         cos = agreement["cosine"]
         rows.append(("cosine p1 / p5 / p50 / mean",
-                     " / ".join(_num(cos[k]) for k in ("p1", "p5", "p50", "mean"))))
+                     " / ".join(num(cos[k]) for k in ("p1", "p5", "p50", "mean"))))
     elif "token_jaccard" in agreement:  # text-generation and llm
         jac = agreement["token_jaccard"]
         rows.append(("exact match", _pct(agreement["exact_match_rate"])))
         rows.append(("token Jaccard p5 / p50 / mean",
-                     " / ".join(_num(jac[k]) for k in ("p5", "p50", "mean"))))
+                     " / ".join(num(jac[k]) for k in ("p5", "p50", "mean"))))
     else:
         rows.append(("exact match", _pct(agreement["exact_match_rate"])))
     return rows
@@ -77,9 +69,9 @@ def check_rows(doc: Mapping[str, Any]) -> list[tuple[str, str, str, str, str, st
     rows = []
     for check in doc["checks"]:
         interval = check.get("interval")
-        shown = f"[{_num(interval[0])}, {_num(interval[1])}]" if interval else "-"
-        rows.append((check["name"], check["verdict"], _num(check["value"]),
-                     _num(check["threshold"]), shown, check["reason"]))
+        shown = f"[{num(interval[0])}, {num(interval[1])}]" if interval else "-"
+        rows.append((check["name"], check["verdict"], num(check["value"]),
+                     num(check["threshold"]), shown, check["reason"]))
     return rows
 
 

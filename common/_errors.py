@@ -2,8 +2,8 @@
 
 It lives in ``common`` because ``common`` is the one package every other may import;
 each package draws its own branch in its ``_errors.py`` (registry, predictor,
-rollout, shadow, devstack, deploycheck), and ``cli/_errors.py`` draws the whole tree
-with the exit code each error gets.
+rollout, shadow, captures, accuracy, devstack, deploycheck), and ``cli/_errors.py``
+draws the whole tree with the exit code each error gets.
 
     PlatformError
     ├── InvalidDuration     (common/_durations.py) a duration that does not parse
@@ -11,6 +11,8 @@ with the exit code each error gets.
     ├── PredictorError      (predictor/_errors.py)
     ├── RolloutError        (rollout/_errors.py)
     ├── ShadowError         (shadow/_errors.py)
+    ├── CaptureSetupError, CaptureError, LabelError  (captures/_errors.py)
+    ├── AccuracyError       (accuracy/_errors.py)
     ├── DevEnvError         (devstack/_errors.py)
     └── DeployError         (deploycheck/_errors.py)
 """

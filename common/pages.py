@@ -1,7 +1,8 @@
-"""Self-contained report pages, shared by ``rollout report`` and ``shadow report
---html``: one style sheet, escaping, verdict badges, and matplotlib figures as inline
-SVG (or PNG bytes). A page has no script and refers to nothing outside itself, so it
-opens anywhere and travels as one attachment. matplotlib loads on first use."""
+"""Self-contained report pages, shared by ``rollout report``, ``shadow report --html``
+and ``feedback report --html``: one style sheet, escaping, verdict badges, key-value
+tables, and matplotlib figures as inline SVG (or PNG bytes). A page has no script and
+refers to nothing outside itself, so it opens anywhere and travels as one attachment.
+matplotlib loads on first use."""
 
 from __future__ import annotations
 
@@ -51,6 +52,12 @@ def number(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
     return escape(value)
+
+
+def key_values(rows: list[tuple[str, str]]) -> str:
+    """A two-column table: each key (text, escaped here) beside its value (HTML)."""
+    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"
+                               for k, v in rows) + "</table>"
 
 
 def page(title: str, body: str) -> str:

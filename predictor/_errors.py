@@ -1,7 +1,8 @@
 """The predictor's branch of the error tree, and the one table that maps it to status codes.
 
     PlatformError                      (common; captures.CaptureSetupError: at start, the
-    │                                  capture directory cannot be created)
+    │                                  capture directory cannot be created; LabelError:
+    │                                  the feedback route answers it as BadInput, 400)
     └── PredictorError                 anything not below: 500 (gRPC INTERNAL)
         ├── Overloaded                 refused at once: 429 + Retry-After (draining: 503)
         ├── DeadlineExpired            dropped in the queue before it ran: 429 + Retry-After

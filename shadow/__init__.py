@@ -8,8 +8,9 @@ per task, latency and errors against ``Thresholds``, and says Pass, Fail or
 Inconclusive. ``require_shadow_pass`` is the gate a rollout start can demand.
 """
 
+from captures import CaptureError
 from shadow._deploy import ShadowChange, start_shadow, stop_shadow
-from shadow._errors import CaptureError, ShadowError, ShadowGateError, ThresholdsError
+from shadow._errors import ShadowError, ShadowGateError, ThresholdsError
 from shadow._gate import require_shadow_pass
 from shadow._report import ReportRequest, ShadowReport, build_report, parse_time
 from shadow._thresholds import Thresholds, load_thresholds

@@ -9,8 +9,9 @@ JSON of one value per item), unnests the items side by side and aggregates:
 - ``feature-extraction``: cosine similarity per item, as count, mean, standard
   deviation, approximate quantiles (t-digest) and the count below the p5 threshold;
 - ``text-generation`` and ``llm`` (an LLM's generations, one text per request): exact
-  match, and token-set Jaccard similarity (lower-cased, whitespace tokens) with its
-  mean, deviation and quantiles;
+  match, and token-set Jaccard similarity (lower-cased, whitespace tokens; the SQL the
+  accuracy report scores generations with, ``accuracy.token_set_sql``) with its mean,
+  deviation and quantiles;
 - anything else (``fixed-latency``): exact match of each item's canonical JSON.
 
 Items whose counts differ between the sides (a pair with 3 items on one side and 2
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from accuracy import set_jaccard_sql, token_set_sql
 from shadow._stats import Check, at_least, mean_interval, wilson
 
 CONFUSION_CELLS = 20
@@ -96,16 +98,14 @@ def _embedding(con: Any, p5_threshold: float | None) -> dict[str, Any]:
 
 
 def _generation(con: Any) -> dict[str, Any]:
-    tokens = "list_distinct(list_filter(string_split_regex(lower({c}), '\\s+'), lambda x: x <> ''))"
     row = con.execute(f"""
         WITH items AS ({_ITEMS.format(t='["VARCHAR"]')}),
-        t AS (SELECT a, b, {tokens.format(c='a')} AS ta, {tokens.format(c='b')} AS tb,
+        t AS (SELECT a, b, {token_set_sql('a')} AS ta, {token_set_sql('b')} AS tb,
                      (a IS NULL OR b IS NULL) AS unpaired FROM items),
         sims AS (
             SELECT unpaired, a = b AS exact,
-                   CASE WHEN unpaired THEN NULL WHEN len(ta) + len(tb) = 0 THEN 1.0
-                        ELSE len(list_intersect(ta, tb))
-                             / len(list_distinct(list_concat(ta, tb))) END AS jaccard
+                   CASE WHEN unpaired THEN NULL ELSE {set_jaccard_sql('ta', 'tb')} END
+                       AS jaccard
             FROM t)
         SELECT count(*) FILTER (WHERE NOT unpaired), count(*) FILTER (WHERE unpaired),
                count(*) FILTER (WHERE exact), avg(jaccard), stddev_samp(jaccard),

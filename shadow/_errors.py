@@ -1,11 +1,12 @@
 """The shadow evaluation's branch of the error tree.
 
-    PlatformError              (registry)
-    └── ShadowError            mirroring, capture evaluation and the shadow gate
-        ├── CaptureError       captures that cannot be evaluated: truncated or foreign
-        │                      files, another model, no common request IDs, an empty window
-        ├── ThresholdsError    a thresholds file or --threshold flag is wrong
-        └── ShadowGateError    --require-shadow-pass: no passing report for the version
+    PlatformError              (common)
+    ├── ShadowError            mirroring, capture evaluation and the shadow gate
+    │   ├── ThresholdsError    a thresholds file or --threshold flag is wrong
+    │   └── ShadowGateError    --require-shadow-pass: no passing report for the version
+    └── CaptureError           (captures/_errors.py; shadow re-exports it) captures that
+                               cannot be evaluated: truncated or foreign files, another
+                               model, no common request IDs, an empty window
 
 The CLI maps every one of them to exit code 2 (``cli/_errors.py``).
 """
@@ -17,10 +18,6 @@ from common import PlatformError
 
 class ShadowError(PlatformError):
     """Something about shadow traffic, its captures or its report is wrong."""
-
-
-class CaptureError(ShadowError):
-    """The captures cannot be evaluated; the message names the file or the reason."""
 
 
 class ThresholdsError(ShadowError):

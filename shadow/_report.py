@@ -21,17 +21,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from rollout.analysis._results import Verdict
-from shadow._agreement import PERCENTILES, agreement, agreement_checks
-from shadow._captures import (
+from captures import (
+    CaptureError,
     CaptureSource,
-    check_schema,
-    connect,
+    check_columns,
+    connect_duckdb,
     explain_read_error,
     find_captures,
     parquet_scan,
 )
-from shadow._errors import CaptureError, ShadowError
+from common import iso_utc, iso_utc_ms
+from rollout.analysis._results import Verdict
+from shadow._agreement import PERCENTILES, agreement, agreement_checks
+from shadow._errors import ShadowError
 from shadow._stats import Check, at_least, at_most, newcombe, overall, wilson, z_for
 from shadow._thresholds import Thresholds
 
@@ -111,10 +113,10 @@ def build_report(request: ReportRequest, *, now: datetime | None = None) -> Shad
     now = now or datetime.now(tz=UTC)
     primary = find_captures(request.primary_uri, "primary")
     shadow = find_captures(request.shadow_uri, "shadow")
-    con = connect([primary, shadow], memory_limit_mb=request.memory_limit_mb)
+    con = connect_duckdb([primary, shadow], memory_limit_mb=request.memory_limit_mb)
     try:
-        check_schema(con, primary, "primary")
-        check_schema(con, shadow, "shadow")
+        check_columns(con, primary, "primary")
+        check_columns(con, shadow, "shadow")
         return _evaluate(con, request, primary, shadow, now)
     finally:
         con.close()
@@ -152,7 +154,7 @@ def _evaluate(con: Any, request: ReportRequest, primary: CaptureSource, shadow: 
     document = {
         "kind": REPORT_KIND, "schema": 1, "model": request.model, "task": task,
         "shadow_version": shadow_version, "generated_at": now.isoformat(),
-        "window": {"since": _iso(request.since), "until": _iso(request.until)},
+        "window": {"since": iso_utc(request.since), "until": iso_utc(request.until)},
         "primary": summaries["primary"], "shadow": summaries["shadow"],
         "pairs": pairs, "coverage": coverage,
         "shadow_unmatched": summaries["shadow"]["requests"] - pairs["pairs"],
@@ -206,14 +208,14 @@ def _summary(con: Any, side: str, source: CaptureSource, request: ReportRequest)
             request.shadow_version else ""
         raise CaptureError(
             f"no {side} records{version} of {request.model} between "
-            f"{_iso(request.since) or 'the start'} and {_iso(request.until) or 'now'} "
-            f"(the capture spans {_iso_ms(span[0])} to {_iso_ms(span[1])})")
+            f"{iso_utc(request.since) or 'the start'} and {iso_utc(request.until) or 'now'} "
+            f"(the capture spans {iso_utc_ms(span[0])} to {iso_utc_ms(span[1])})")
     groups = con.execute(f"SELECT version, task, count(*) FROM {v}_win GROUP BY ALL "
                          "ORDER BY 3 DESC").fetchall()
     return {"uri": source.uri, "files": len(source.files), "records": records,
             "requests": requests, "versions": sorted({str(g[0]) for g in groups}),
             "tasks": sorted({str(g[1]) for g in groups}),
-            "first": _iso_ms(first), "last": _iso_ms(last)}
+            "first": iso_utc_ms(first), "last": iso_utc_ms(last)}
 
 
 def _one_task(summaries: dict[str, dict[str, Any]]) -> str:
@@ -311,13 +313,3 @@ def _latency_check(pairs: dict[str, Any], limit: float, enough: bool) -> Check:
     note = "" if quantile == "p99" else f" (p50s: fewer than {P99_MIN_SAMPLES} successful pairs)"
     return Check(check.name, check.verdict, ratio, limit, None, check.reason + note,
                  {"primary_ms": primary or 0.0, "shadow_ms": shadow or 0.0})
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.astimezone(UTC).isoformat() if value is not None else None
-
-
-def _iso_ms(value: Any) -> str | None:
-    if value is None:
-        return None
-    return datetime.fromtimestamp(int(value) / 1000.0, tz=UTC).isoformat()

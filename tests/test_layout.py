@@ -22,17 +22,20 @@ ROOT = Path(__file__).resolve().parents[1]
 ALLOWED: dict[str, set[str]] = {
     "common": set(),
     "captures": {"common"},
+    # Scores against ground truth: labels joined with captures, below shadow, which
+    # scores generations with its text similarity.
+    "accuracy": {"common", "captures"},
     "registry": {"common"},
     "predictor": {"common", "registry", "captures"},
     "devstack": {"common", "registry"},
     "deploycheck": {"common"},
     "rollout": {"common", "registry", "devstack"},
     # Offline evaluation reads what the server writes through captures, never the server.
-    "shadow": {"common", "captures", "rollout"},
+    "shadow": {"common", "captures", "accuracy", "rollout"},
     "capacity": {"common", "registry", "predictor"},
     "bench": {"common", "captures", "registry", "predictor", "capacity"},
-    "cli": {"common", "captures", "registry", "devstack", "deploycheck", "rollout", "shadow",
-            "bench", "capacity"},
+    "cli": {"common", "captures", "accuracy", "registry", "devstack", "deploycheck", "rollout",
+            "shadow", "bench", "capacity"},
 }
 # Names a package's namespace holds that are not its API: typing helpers of lazy exports.
 NOT_API = {"TYPE_CHECKING", "Any", "annotations"}

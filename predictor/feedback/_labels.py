@@ -5,9 +5,10 @@ A body is one label, ``{"request_id": ID, "label": L}``, or many, ``{"labels": [
 answered with. ``L`` is the label of the request's one item (a class, a value, a
 reference text), or a list with one label per item when the request had several.
 
-An item is judged correct when its label equals the item's value: a classification's
-``label`` field, or the item itself (a generation's text, a value), compared as
-canonical JSON.
+Each entry is checked by ``captures.check_label``, the rules ``modelctl feedback push``
+applies to each row too. An item is judged correct when its label equals the item's
+value: a classification's ``label`` field, or the item itself (a generation's text, a
+value), compared as canonical JSON (``captures.canonical_label``, the labels' stored form).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from captures import LabelError, canonical_label, check_label
 from predictor._errors import BadInput
 
 MAX_LABELS = 1000
-MAX_ID_CHARS = 200
 
 
 def parse_labels(body: bytes) -> list[tuple[str, Any]]:
@@ -41,20 +42,11 @@ def parse_labels(body: bytes) -> list[tuple[str, Any]]:
     out = []
     for index, entry in enumerate(entries):
         where = f"labels[{index}]" if len(entries) > 1 or "labels" in data else "the body"
-        if not isinstance(entry, dict) or set(entry) != {"request_id", "label"}:
-            raise BadInput(f"{where} must hold exactly 'request_id' and 'label'")
-        rid = entry["request_id"]
-        if not isinstance(rid, str) or not rid or len(rid) > MAX_ID_CHARS:
-            raise BadInput(f"{where}: 'request_id' must be a string of 1 to {MAX_ID_CHARS} "
-                           "characters")
-        if entry["label"] is None:
-            raise BadInput(f"{where}: 'label' must not be null")
-        out.append((rid, entry["label"]))
+        try:
+            out.append(check_label(entry, where))
+        except LabelError as exc:
+            raise BadInput(str(exc)) from None
     return out
-
-
-def canonical(value: Any) -> str:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def judge(items: list[Any], label: Any) -> tuple[int, int] | None:
@@ -67,8 +59,16 @@ def judge(items: list[Any], label: Any) -> tuple[int, int] | None:
     else:
         return None
     correct = sum(1 for item, want in zip(items, labels, strict=True)
-                  if canonical(_value(item)) == canonical(want))
+                  if _canonical(_value(item)) == canonical_label(want))
     return len(items), correct
+
+
+def _canonical(value: Any) -> str:
+    """An answer's value as a label would be stored (an answer may hold a NaN score)."""
+    try:
+        return canonical_label(value)
+    except ValueError:
+        return ""
 
 
 def _value(item: Any) -> Any:

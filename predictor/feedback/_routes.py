@@ -26,7 +26,7 @@ from typing import Any
 
 from prometheus_client import REGISTRY, CollectorRegistry, Counter
 
-from captures import LABELS_ROLE, ParquetFiles
+from captures import LABELS_ROLE, ParquetFiles, canonical_label
 from predictor._errors import (
     BadInput,
     ModelUnknown,
@@ -35,7 +35,7 @@ from predictor._errors import (
 )
 from predictor._http import ASGIApp, Receive, Scope, Send, header, request_body, send_error
 from predictor._secrets import check_bearer
-from predictor.feedback._labels import canonical, judge, parse_labels
+from predictor.feedback._labels import judge, parse_labels
 from predictor.feedback._recent import RecentOutputs
 from predictor.tap._record import Identity, build_record
 
@@ -130,7 +130,7 @@ class FeedbackRoutes:
     async def _store(self, labels: list[tuple[str, Any]]) -> None:
         now = datetime.now(tz=UTC)
         rows = [{"request_id": rid, "ts": now, "model": self.identity.model,
-                 "label": canonical(label), "source": "api"} for rid, label in labels]
+                 "label": canonical_label(label), "source": "api"} for rid, label in labels]
         try:
             await asyncio.to_thread(self.files.write, LABELS_ROLE, rows)
         except Exception as exc:  # the store refuses: the client keeps its labels, retries

@@ -5,15 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from common.pages import badge, escape, number, page, svg
+from common.pages import badge, escape, key_values, number, page, svg
 from shadow.page._plots import confusion_figure, cosine_figure, latency_figure
 
 OUTCOME_CLASS = {"Pass": "good", "Fail": "bad"}
-
-
-def _rows(rows: list[tuple[str, str]]) -> str:
-    return "<table>" + "".join(f"<tr><th>{escape(k)}</th><td>{v}</td></tr>"
-                               for k, v in rows) + "</table>"
 
 
 def _checks(doc: Mapping[str, Any]) -> str:
@@ -64,7 +59,7 @@ def render_html(doc: Mapping[str, Any]) -> str:
     title = f"Shadow {doc.get('model')}@{doc.get('shadow_version')} against its primary"
     pairs = doc.get("pairs", {})
     latency = pairs.get("latency_ms", {})
-    summary = _rows([
+    summary = key_values([
         ("Model and task", escape(f"{doc.get('model')} ({doc.get('task')})")),
         ("Window", escape(f"{doc['window'].get('since') or 'start'} to "
                           f"{doc['window'].get('until') or 'now'}")),

@@ -109,6 +109,7 @@ def test_base_images_are_pinned_and_no_weights_are_copied() -> None:
         "constraints.txt",
         "common/",
         "captures/",
+        "accuracy/",
         "registry/",
         "predictor/",
         "rollout/",

@@ -25,6 +25,7 @@ def test_one_label_or_many() -> None:
     (b'{"request_id": "a", "label": 1, "extra": 2}', "exactly"),
     (b'{"request_id": 7, "label": 1}', "'request_id' must be a string"),
     (b'{"request_id": "a", "label": null}', "must not be null"),
+    (b'{"request_id": "a", "label": [NaN]}', "without NaN or Infinity"),  # not JSON to store
     (b'{"labels": [{"request_id": "a", "label": 1}, 3]}', "labels[1]"),
 ])
 def test_a_bad_body_is_named(body: bytes, words: str) -> None:

@@ -85,7 +85,7 @@ def test_the_token_is_required(served: tuple[RunningPredictor, Path]) -> None:
 
 def test_the_shadow_report_reads_captures_past_the_label_files(
         served: tuple[RunningPredictor, Path]) -> None:
-    from shadow._captures import find_captures
+    from captures import find_captures
     from tests.support import wait_for
 
     _, capture = served

@@ -1,17 +1,18 @@
-"""Finding capture files and opening them in DuckDB.
+"""Reading captures and labels: the files under a capture URI, opened in DuckDB.
 
 A capture URI is a local directory, ``file://``, ``s3://bucket/prefix``, or one
 ``.parquet`` file; every ``*.parquet`` under it is read (the predictor writes
 ``<model>/<role>/<day>/<file>.parquet``; ``.tmp`` files being written are not
-matched, nor the label files beside them, ``<model>/labels/...``). S3 goes through
-s3fs, registered with DuckDB as an fsspec filesystem, so no DuckDB extension has to
-be downloaded; endpoint and keys come from the usual AWS variables.
+matched). The label files beside them, ``<model>/labels/...``, are read apart:
+``find_captures`` skips them, ``find_captures(..., labels=True)`` finds only them.
+S3 goes through s3fs, registered with DuckDB as an fsspec filesystem, so no DuckDB
+extension has to be downloaded; endpoint and keys come from the usual AWS variables.
 
-Why DuckDB: the report is a join of two tables by request ID plus aggregates, which
-is what DuckDB's streaming, out-of-core engine does over Parquet without loading it:
-it reads only the columns a query names, spills the join and aggregate state to
-disk past ``memory_limit`` and runs on every core. pandas or pyarrow would hold the
-whole join in memory; a hand-written merge would need both sides sorted.
+Why DuckDB: the shadow and accuracy reports are joins by request ID plus aggregates,
+which is what DuckDB's streaming, out-of-core engine does over Parquet without
+loading it: it reads only the columns a query names, spills the join and aggregate
+state to disk past ``memory_limit`` and runs on every core. pandas or pyarrow would
+hold the whole join in memory; a hand-written merge would need both sides sorted.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from captures import CAPTURE_COLUMNS, is_label_file, s3_filesystem, safe_uri
-from shadow._errors import CaptureError
+from captures._errors import CaptureError
+from captures._schema import CAPTURE_COLUMNS, LABEL_COLUMNS
+from captures._storage import is_label_file, s3_filesystem, safe_uri
 
 _MAGIC = b"PAR1"
 
@@ -39,9 +41,11 @@ class CaptureSource:
     fs: Any = None  # the fsspec filesystem for remote files, None for local
 
 
-def find_captures(uri: str, side: str) -> CaptureSource:
-    """Every capture file under ``uri``; a CaptureError if there is none."""
+def find_captures(uri: str, side: str = "", *, labels: bool = False) -> CaptureSource:
+    """Every capture file under ``uri`` (``labels``: every label file instead); a
+    CaptureError if there is none. ``side`` (``primary``, ``shadow``) starts messages."""
     shown = safe_uri(uri)
+    what = f"{side} capture".lstrip()
     if "://" not in uri or uri.lower().startswith("file://"):
         root = Path(uri[len("file://"):] if uri.lower().startswith("file://") else uri)
         root = root.expanduser()
@@ -49,17 +53,16 @@ def find_captures(uri: str, side: str) -> CaptureSource:
             files = [str(root)]
         elif root.is_dir():
             files = sorted(str(p) for p in root.rglob("*.parquet")
-                           if p.is_file() and not is_label_file(str(p)))
+                           if p.is_file() and is_label_file(str(p)) == labels)
         else:
-            raise CaptureError(f"{side} capture {shown} does not exist")
+            raise CaptureError(f"{what} {shown} does not exist")
         fs = None
     else:
         parts = urlsplit(uri)
         if parts.scheme.lower() not in ("s3", "s3a"):
-            raise CaptureError(f"{side} capture {shown}: use a directory, file:// or s3://")
+            raise CaptureError(f"{what} {shown}: use a directory, file:// or s3://")
         if parts.username or parts.password:
-            raise CaptureError(f"{side} capture: put S3 credentials in AWS_* variables, "
-                               "not in the URI")
+            raise CaptureError(f"{what}: put S3 credentials in AWS_* variables, not in the URI")
         fs = s3_filesystem(listings_cache=False)
         root_key = f"{parts.hostname}{parts.path}".rstrip("/")
         try:
@@ -67,18 +70,19 @@ def find_captures(uri: str, side: str) -> CaptureSource:
                 found = [root_key]
             else:
                 found = [p for p in fs.find(root_key)
-                         if p.endswith(".parquet") and not is_label_file(p)]
+                         if p.endswith(".parquet") and is_label_file(p) == labels]
         except Exception as exc:  # s3fs raises many kinds: one line, no secrets
-            raise CaptureError(f"cannot list {side} capture {shown}: {type(exc).__name__}: "
+            raise CaptureError(f"cannot list {what} {shown}: {type(exc).__name__}: "
                                f"{_first_line(exc)}") from None
         files = sorted(f"s3://{p}" for p in found)
     if not files:
-        raise CaptureError(f"{side} capture {shown} holds no .parquet capture files")
+        kind = "label files (<model>/labels/...)" if labels else ".parquet capture files"
+        raise CaptureError(f"{what} {shown} holds no {kind}")
     return CaptureSource(shown, tuple(files), fs)
 
 
-def connect(sources: Sequence[CaptureSource], *, memory_limit_mb: int,
-            temp_dir: str | None = None) -> Any:
+def connect_duckdb(sources: Sequence[CaptureSource], *, memory_limit_mb: int,
+                   temp_dir: str | None = None) -> Any:
     """A DuckDB connection with bounded memory that can read every source."""
     import duckdb
 
@@ -99,36 +103,45 @@ def connect(sources: Sequence[CaptureSource], *, memory_limit_mb: int,
     return con
 
 
-def parquet_scan(source: CaptureSource) -> str:
-    """The SQL table expression reading every file of ``source``."""
+def parquet_scan(source: CaptureSource, *, file_order: bool = False) -> str:
+    """The SQL table expression reading every file of ``source``; ``file_order`` adds the
+    columns ``filename`` and ``file_row_number`` (which of two equal times came later)."""
     files = ", ".join(f"'{_sql_text(f)}'" for f in source.files)
-    return f"read_parquet([{files}], union_by_name=true)"
+    extra = ", filename=true, file_row_number=true" if file_order else ""
+    return f"read_parquet([{files}], union_by_name=true{extra})"
 
 
-def check_schema(con: Any, source: CaptureSource, side: str) -> None:
-    """The files have every column the predictor writes (``CAPTURE_COLUMNS``), else a
-    CaptureError naming what is missing."""
+def check_columns(con: Any, source: CaptureSource, side: str = "", *,
+                  labels: bool = False) -> None:
+    """The files have every column the predictor writes (``CAPTURE_COLUMNS``; with
+    ``labels``, ``LABEL_COLUMNS``), else a CaptureError naming what is missing."""
     try:
         described = con.execute(f"DESCRIBE SELECT * FROM {parquet_scan(source)}").fetchall()
     except Exception as exc:
         raise explain_read_error(exc, source, side) from None
     have = {row[0] for row in described}
-    missing = [name for name, _ in CAPTURE_COLUMNS if name not in have]
+    missing = ", ".join(name for name, _ in (LABEL_COLUMNS if labels else CAPTURE_COLUMNS)
+                        if name not in have)
     if missing:
-        raise CaptureError(f"{side} capture {source.uri} is not a modelctl capture (no "
-                           f"column {', '.join(missing)})")
+        what = f"{side} capture".lstrip()
+        if labels:
+            raise CaptureError(f"the label files of {what} {source.uri} are not modelctl "
+                               f"labels (no column {missing})")
+        raise CaptureError(f"{what} {source.uri} is not a modelctl capture (no column "
+                           f"{missing})")
 
 
-def explain_read_error(exc: BaseException, source: CaptureSource, side: str) -> CaptureError:
+def explain_read_error(exc: BaseException, source: CaptureSource, side: str = "") -> CaptureError:
     """Turn a DuckDB read failure into one line, naming a truncated file when there is one."""
-    bad = first_broken_file(source)
+    what = f"{side} capture".lstrip()
+    bad = _first_broken_file(source)
     if bad is not None:
-        return CaptureError(f"{side} capture file {bad} is truncated or not Parquet (no "
+        return CaptureError(f"{what} file {bad} is truncated or not Parquet (no "
                             "Parquet footer): remove it or capture again")
-    return CaptureError(f"cannot read {side} capture {source.uri}: {_first_line(exc)}")
+    return CaptureError(f"cannot read {what} {source.uri}: {_first_line(exc)}")
 
 
-def first_broken_file(source: CaptureSource) -> str | None:
+def _first_broken_file(source: CaptureSource) -> str | None:
     """The first file without Parquet's magic bytes at both ends (a cut-off write)."""
     for path in source.files:
         try:
