@@ -112,6 +112,7 @@ def serving() -> dict[str, Any]:
           + quantiles("modelctl_stream_end_to_end_seconds", "", "end to end", qs=(0.5, 0.99)),
           "s", width=24)
     llm_row(b)
+    accuracy_row(b)
     return dashboard(
         "modelctl-serving", "modelctl / Serving",
         "The batching predictor: traffic, latency, batching, overload; multi-model, "
@@ -152,9 +153,31 @@ def llm_row(b: Board) -> None:
     b.add("Finished sequences by reason", "Sequences ended a second, by why: stop (an "
           "end-of-sequence token or a stop string), length (max_tokens), cancelled (the "
           "client went away), error (the engine failed it), deadline (no first token "
-          "within the request's timeout).",
+          "within the request's timeout), rejected (pushed out of a full queue for a "
+          "tenant with an earlier turn, docs/TENANTS.md).",
           [(f"sum by (finish_reason) (rate(modelctl_llm_requests_finished_total{{{SEL}}}"
             f"[{RATE}]))", "{{finish_reason}}")], "reqps", width=24)
+
+
+def accuracy_row(b: Board) -> None:
+    """Ground-truth labels (docs/FEEDBACK.md): modelctl_feedback_labels_total."""
+    by = "model, version, role"
+    labels = "modelctl_feedback_labels_total"
+    b.row("Accuracy (ground-truth labels: predictors with --feedback_token_file)")
+    b.add("Accuracy from labels", "Of the labelled items each version answered, the share "
+          "it got right over the rate window: correct / (correct + wrong), counted by the "
+          "predictor that gave the answer when its label arrives (a late label counts when "
+          "it comes). The rollout check `accuracy` judges the same counts "
+          "(rollout/analysis/accuracy_check.yaml).",
+          [(f'sum by ({by}) (rate({labels}{{{SEL}, outcome="correct"}}[{RATE}])) / '
+            f'sum by ({by}) (rate({labels}{{{SEL}, outcome=~"correct|wrong"}}[{RATE}]))',
+            WHO)], "percentunit")
+    b.add("Labels by outcome", "Labels a second, by what the predictor made of them: "
+          "correct and wrong (judged against its answer), unmatched (a request ID it does "
+          "not hold: another replica's, too old, or never answered; stored for `modelctl "
+          "feedback report`), duplicate (a second label for one ID), not_comparable (a "
+          "list of labels whose length is not the request's).",
+          [(f"sum by (outcome) (rate({labels}{{{SEL}}}[{RATE}]))", "{{outcome}}")], "ops")
 
 
 def rollouts() -> dict[str, Any]:

@@ -18,6 +18,7 @@ as a segfaulting or OOM-killed model would: the queue tests' poison input.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from predictor.handlers._base import (
 
 # An echoed instance goes back through orjson, which refuses to encode past 254 levels.
 MAX_NESTING = 64
-_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix",
+_KNOWN_OPTIONS = {"latency_ms", "max_batch_size", "oom_above", "output_prefix", "prefix_share",
                   "allow_exit_items", "hold_mb", "load_ms", "fail_load"}
 
 
@@ -59,8 +60,11 @@ class FixedLatencyHandler:
         oom_above = options.get("oom_above")
         self.oom_above = int(oom_above) if oom_above is not None else None
         self.max_input_chars = max_input_chars
-        # A version whose outputs differ from the echo (shadow-evaluation tests).
+        # A version whose outputs differ from the echo (shadow-evaluation tests): all of
+        # them, or (accuracy tests) the share ``prefix_share`` of the string items, chosen
+        # by the item's hash, so that the same items are wrong every time.
         self.output_prefix = str(options.get("output_prefix", ""))
+        self.prefix_share = float(options.get("prefix_share", 1.0))
         self.allow_exit_items = options.get("allow_exit_items") is True
         self.hold_bytes = int(float(options.get("hold_mb", 0)) * 2**20)
         self.load_s = float(options.get("load_ms", 0)) / 1000.0
@@ -70,6 +74,8 @@ class FixedLatencyHandler:
             raise BadInput("fixed-latency needs latency_ms >= 0 and max_batch_size >= 1")
         if self.hold_bytes < 0 or self.load_s < 0:
             raise BadInput("fixed-latency needs hold_mb >= 0 and load_ms >= 0")
+        if not 0.0 <= self.prefix_share <= 1.0:
+            raise BadInput("fixed-latency needs prefix_share within 0-1")
 
     def load(self) -> None:
         """No weights to read; ``hold_mb``, ``load_ms`` and ``fail_load`` act here."""
@@ -118,8 +124,15 @@ class FixedLatencyHandler:
             raise PoisonItemError("poison item in batch")
         time.sleep(self.latency_s)
         if self.output_prefix:
-            return [self.output_prefix + x if isinstance(x, str) else x for x in batch]
+            return [self.output_prefix + x if isinstance(x, str) and self._prefixed(x) else x
+                    for x in batch]
         return list(batch)
+
+    def _prefixed(self, item: str) -> bool:
+        if self.prefix_share >= 1.0:
+            return True
+        digest = hashlib.sha256(item.encode()).digest()
+        return int.from_bytes(digest[:8], "big") < self.prefix_share * 2**64
 
     def to_v1(self, result: Any) -> Any:
         return result

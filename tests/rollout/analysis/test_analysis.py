@@ -89,6 +89,21 @@ def test_the_generative_default_loads_strictly_with_ttft_and_tpot() -> None:
                    for m in spec.metrics)
 
 
+def test_the_shipped_accuracy_check_loads_strictly() -> None:
+    """rollout/analysis/accuracy_check.yaml: the labels' wrong share, two-proportion;
+    tests/system/devstack/test_accuracy_rehearsal.py runs it on real Prometheus."""
+    path = Path(__file__).resolve().parents[3] / "rollout" / "analysis" / "accuracy_check.yaml"
+    spec = load_analysis(path)
+    [metric] = spec.metrics
+    assert metric.name == "accuracy" and spec.judge is JudgeKind.SEQUENTIAL
+    assert metric.check.test is StatTest.TWO_PROPORTION and metric.check.max_increase == 0.05
+    assert metric.check.min_requests == 10
+    assert metric.events_query is not None and 'outcome="wrong"' in metric.events_query
+    assert metric.count_query is not None and 'outcome=~"correct|wrong"' in metric.count_query
+    assert all("modelctl_feedback_labels_total" in q for q in
+               (metric.query, metric.count_query, metric.events_query))
+
+
 @pytest.mark.parametrize("task", [None, "llm"])
 def test_defaults_render_for_both_versions(task: str | None) -> None:
     fake = FakeMetricSource()

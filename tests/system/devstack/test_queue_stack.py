@@ -139,7 +139,7 @@ def _the_serving_dashboard_shows_the_queue(state: dict[str, Any]) -> None:
     # A queue stack runs no multi-model predictor and no LLM, and fixed-latency pads no
     # tokens.
     padding = ("Batch cap and padding", "{{model}}@{{version}} {{role}} padding")
-    absent = queries_in(board, rows=("Multi-model", "LLM"), panels=[padding])
+    absent = queries_in(board, rows=("Multi-model", "LLM", "Accuracy"), panels=[padding])
     assert no_data(board, prom, chosen, end - 600, end, step_s=2.0) == absent
 
 

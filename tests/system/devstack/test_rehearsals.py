@@ -291,7 +291,8 @@ def test_the_dashboards_show_the_rehearsals(dev_cli: DevCli, promoted: Rehearsal
     assert {"1", "2"} <= set(offered["version"])
     # In-process, fixed-latency: no tokens to pad, no multi-model, queue or LLM series.
     padding = ("Batch cap and padding", "{{model}}@{{version}} {{role}} padding")
-    absent = queries_in(serving, rows=("Multi-model", "Queue mode", "LLM"), panels=[padding])
+    absent = queries_in(serving, rows=("Multi-model", "Queue mode", "LLM", "Accuracy"),
+                        panels=[padding])
     assert no_data(serving, prom, chosen, start, end, step_s=2.0) == absent
 
     rollouts = load("modelctl-rollouts")

@@ -42,7 +42,7 @@ def test_the_serving_dashboard_shows_a_multi_model_predictor(
         chosen = {"namespace": "ml", "isvc": "fleet", "model": ALL, "version": ALL,
                   "role": ALL}
         prom = Prometheus(server.url, scrape_s=1.0)
-        absent = queries_in(board, rows=("Queue mode", "LLM"))
+        absent = queries_in(board, rows=("Queue mode", "LLM", "Accuracy"))
         seen: dict[str, set[tuple[str, str]]] = {}
 
         def settled() -> bool:  # rate() needs two samples of a series in its window
