@@ -37,7 +37,9 @@ TOTALS_ONLY = ("classes", "calibration")
 @dataclass(frozen=True)
 class AccuracyRequest:
     """What to report: a model's labels and captures under one URI, over a time span,
-    in windows of ``window_s`` seconds (by the prediction's time)."""
+    in windows of ``window_s`` seconds (by the prediction's time). ``labels_uri``: the
+    labels from another URI than the captures (the shadow report: a shadow's captures,
+    the primary's labels)."""
 
     model: str
     capture_uri: str
@@ -45,6 +47,7 @@ class AccuracyRequest:
     until: datetime | None = None
     window_s: float = 3600.0
     memory_limit_mb: int = 1024
+    labels_uri: str | None = None
 
     def __post_init__(self) -> None:
         if not MODEL_NAME.match(self.model):
@@ -66,7 +69,7 @@ def build_accuracy_report(request: AccuracyRequest, *,
     """The report document; raises CaptureError on captures or labels it cannot use."""
     now = now or datetime.now(tz=UTC)
     captures = find_captures(request.capture_uri)
-    labels = find_captures(request.capture_uri, labels=True)
+    labels = find_captures(request.labels_uri or request.capture_uri, labels=True)
     con = connect_duckdb([captures, labels], memory_limit_mb=request.memory_limit_mb)
     try:
         check_columns(con, captures)

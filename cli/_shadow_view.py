@@ -35,7 +35,17 @@ def summary_rows(doc: Mapping[str, Any]) -> list[tuple[str, str]]:
         *(_status_row(side, pairs["status"][side], pairs["pairs"]) for side in ("primary",
                                                                                   "shadow")),
         *agreement_rows(doc["task"], doc["agreement"]),
+        *accuracy_rows(doc.get("accuracy")),
     ]
+
+
+def accuracy_rows(accuracy: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """Each side's accuracy against ground-truth labels, when the report has labels."""
+    if not accuracy:
+        return []
+    return [(f"{side} accuracy (labels)", f"{_pct(accuracy[side]['accuracy'])}: "
+             f"{accuracy[side]['correct']} of {accuracy[side]['items']} labelled items right")
+            for side in ("primary", "shadow") if side in accuracy]
 
 
 def _status_row(side: str, counts: Mapping[str, int], n: int) -> tuple[str, str]:

@@ -34,6 +34,7 @@ from common import iso_utc, iso_utc_ms
 from rollout.analysis._results import Verdict
 from shadow._agreement import PERCENTILES, agreement, agreement_checks
 from shadow._errors import ShadowError
+from shadow._labels import label_accuracy
 from shadow._stats import Check, at_least, at_most, newcombe, overall, wilson, z_for
 from shadow._thresholds import Thresholds
 
@@ -159,6 +160,10 @@ def _evaluate(con: Any, request: ReportRequest, primary: CaptureSource, shadow: 
         "pairs": pairs, "coverage": coverage,
         "shadow_unmatched": summaries["shadow"]["requests"] - pairs["pairs"],
         "agreement": numbers, "thresholds": request.thresholds.to_dict(),
+        "accuracy": label_accuracy(
+            request.model, request.primary_uri, request.shadow_uri, since=request.since,
+            until=request.until, shadow_version=shadow_version,
+            memory_limit_mb=request.memory_limit_mb, now=now),
     }
     return ShadowReport(request.model, task, shadow_version, overall(checks), tuple(checks),
                         document)

@@ -72,6 +72,10 @@ def render_html(doc: Mapping[str, Any]) -> str:
         ("Answers of the pairs", " ; ".join(
             escape(f"{side}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
             for side, counts in pairs.get("status", {}).items())),
+        *((f"Accuracy of the {side} (ground-truth labels)",
+           escape(f"{number(acc['accuracy'])}: {acc['correct']} of {acc['items']} labelled "
+                  "items right"))
+          for side, acc in (doc.get("accuracy") or {}).items()),
         ("Generated", escape(doc.get("generated_at"))),
     ])
     return page(title, (

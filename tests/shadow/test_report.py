@@ -6,14 +6,18 @@ from __future__ import annotations
 import json
 import math
 import random
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from captures import LABELS_ROLE, ParquetFiles, canonical_label, label_schema
+from cli._shadow_view import summary_rows
 from predictor.tap import Exchange
 from rollout.analysis import Verdict
 from shadow import CaptureError, ReportRequest, Thresholds, build_report, parse_time
+from shadow.page import render_html
 from tests.support.captures import T0, exchange, pair, write
 from tests.support.fleet import run_cli
 
@@ -343,3 +347,40 @@ def test_table_output(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 def test_report_errors_are_capture_errors(tmp_path: Path) -> None:
     with pytest.raises(CaptureError):
         _report(tmp_path / "nothing")
+
+
+def _classified_pairs(capture: Path, shadow_capture: Path | None = None) -> None:
+    """Primary (version 1) answers pos to all; the shadow (version 2) neg to every 4th."""
+    primary = [exchange(f"r{i}", ["t"], [{"label": "pos", "score": 0.9}]) for i in range(N)]
+    shadow = [exchange(f"r{i}", ["t"], [{"label": "neg" if i % 4 == 0 else "pos",
+                                         "score": 0.8}], shadow=True) for i in range(N)]
+    write(capture, "m", "1", "stable", "text-classification", primary)
+    write(shadow_capture or capture, "m", "2", "shadow", "text-classification", shadow)
+
+
+def test_each_sides_accuracy_against_labels_when_there_are_some(tmp_path: Path) -> None:
+    """Labels beside the primary's captures score both sides: the truth of the first 20
+    requests is neg for every 4th of them (r0, r4, ... r16) and pos for the rest."""
+    capture = tmp_path / "cap"
+    _classified_pairs(capture)
+    assert _report(capture).document["accuracy"] is None  # no labels: as before
+    at = datetime.fromtimestamp(T0 + 3600, tz=UTC)
+    rows = [{"request_id": f"r{i}", "ts": at, "model": "m", "source": "push",
+             "label": canonical_label("neg" if i % 4 == 0 else "pos")} for i in range(20)]
+    ParquetFiles(str(capture), "m", "1", schema=label_schema).write(LABELS_ROLE, rows)
+    accuracy = _report(capture).document["accuracy"]
+    assert accuracy["primary"] == {"versions": ["1"], "requests": 20, "items": 20,
+                                   "correct": 15, "accuracy": 0.75}
+    assert accuracy["shadow"] == {"versions": ["2"], "requests": 20, "items": 20,
+                                  "correct": 20, "accuracy": 1.0}
+    # The shadow capturing apart: its answers joined with the primary's labels.
+    apart = tmp_path / "apart"
+    _classified_pairs(apart / "primary", apart / "shadow")
+    ParquetFiles(str(apart / "primary"), "m", "1", schema=label_schema).write(LABELS_ROLE, rows)
+    report = build_report(ReportRequest("m", str(apart / "primary"), str(apart / "shadow")))
+    assert report.document["accuracy"] == accuracy
+    shown = dict(summary_rows(report.to_dict()))
+    assert shown["shadow accuracy (labels)"] == "100.00%: 20 of 20 labelled items right"
+    assert shown["primary accuracy (labels)"] == "75.00%: 15 of 20 labelled items right"
+    page = render_html(report.to_dict())
+    assert "Accuracy of the shadow (ground-truth labels)" in page and "20 of 20" in page
