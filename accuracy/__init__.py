@@ -2,8 +2,10 @@
 
 Labels come from the predictor's feedback route or, in bulk, from ``push_labels``
 (``modelctl feedback push``: JSON lines or Parquet, every row checked by the route's
-rules before anything is written, stored in the same label files); both live beside
-the captures (``captures``, the one package the predictor and this one share).
+rules before anything is written, stored in the same label files) or ``send_labels``
+(``push --url``: the same rows through the predictors' route, so that they count in a
+rollout's ``accuracy`` check too); both live beside the captures (``captures``, the
+one package the predictor and this one share).
 ``build_accuracy_report`` joins them in DuckDB by request ID, the latest label of
 each ID counting, and scores every version and role over the whole span and per
 window of the prediction's time: accuracy, F1 per class and the expected calibration
@@ -27,11 +29,13 @@ from accuracy._scores import (
     set_jaccard_sql,
     token_set_sql,
 )
+from accuracy._send import SendResult, send_labels
 
 __all__ = [
     "AccuracyError",
     "AccuracyRequest",
     "PushResult",
+    "SendResult",
     "Tally",
     "build_accuracy_report",
     "calibration",
@@ -42,6 +46,7 @@ __all__ = [
     "render_html",
     "score_columns",
     "scores",
+    "send_labels",
     "set_jaccard_sql",
     "summary_rows",
     "token_set_sql",

@@ -34,8 +34,18 @@ def push(
     file: Annotated[Path, typer.Argument(
         metavar="FILE", help="JSON lines or Parquet; each row request_id and label, "
         "optionally ts.")],
-    capture_uri: CaptureUri,
     model: Model,
+    capture_uri: Annotated[str | None, typer.Option(
+        "--capture-uri", metavar="URI", help="Write the labels straight to the label store: "
+        "the predictors' --capture_uri (a directory, file:// or s3://bucket/prefix).",
+        show_default=False)] = None,
+    url: Annotated[list[str] | None, typer.Option(
+        "--url", metavar="URL", help="Send the labels to this predictor's feedback route "
+        "instead (repeatable: every replica, canary and stable), so that they count in a "
+        "rollout's accuracy check too; needs --token-file.", show_default=False)] = None,
+    token_file: Annotated[Path | None, typer.Option(
+        "--token-file", metavar="FILE", help="With --url: the file holding the predictors' "
+        "--feedback_token_file token.", show_default=False)] = None,
     json_out: JsonOption = False,
 ) -> None:
     """Store the labels of FILE beside the captures, as the feedback route does.
@@ -46,20 +56,52 @@ def push(
     Every row is checked first: a bad one is named by its line and nothing is
     written (exit 2).
 
+    With --capture-uri the labels go straight to the store, for `modelctl feedback
+    report`. With --url they go through each predictor's feedback route (the route
+    stores them, and counts those of its own answers for the rollout's accuracy
+    check; ts is then the arrival).
+
     Examples:
 
         modelctl feedback push labels.jsonl --capture-uri s3://captures/prod \\
             --model demo-classify
 
-        modelctl feedback push chargebacks.parquet --capture-uri ./captures --model fraud --json
+        modelctl feedback push chargebacks.jsonl --model fraud --token-file token \\
+            --url http://fraud-stable:8080 --url http://fraud-canary:8080
     """
-    from accuracy import push_labels
+    from accuracy import AccuracyError, push_labels, send_labels
 
+    if (capture_uri is None) == (not url):
+        raise AccuracyError("give --capture-uri (the label store) or --url (predictors), "
+                         "one of the two")
+    if url:
+        if token_file is None:
+            raise AccuracyError("--url needs --token-file (the predictors' feedback token)")
+        sent = send_labels(file, url, model, _token(token_file))
+        emit(sent.to_dict(), json_out, lambda console: console.print("\n".join(
+            f"sent {sent.labels} labels of {model} to {where}: {c['matched']} judged "
+            f"there, {c['unmatched']} unmatched, {c['duplicates']} repeated"
+            for where, c in sent.predictors.items()), markup=False))
+        return
+    assert capture_uri is not None
     result = push_labels(file, capture_uri, model)
     emit(result.to_dict(), json_out, lambda console: console.print(
         f"wrote {result.written} label{'s' if result.written != 1 else ''} of {model} "
         f"to {result.capture_uri}/{model}/labels/ ({len(result.files)} "
         f"file{'s' if len(result.files) != 1 else ''})", markup=False))
+
+
+def _token(path: Path) -> str:
+    """The token in ``path`` (never echoed); an AccuracyError when it cannot be read."""
+    from accuracy import AccuracyError
+
+    try:
+        token = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AccuracyError(f"cannot read --token-file {path}: {type(exc).__name__}") from None
+    if not token:
+        raise AccuracyError(f"--token-file {path} is empty")
+    return token
 
 
 @app.command()

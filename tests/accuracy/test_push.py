@@ -155,3 +155,28 @@ def test_a_store_that_refuses_is_one_line(tmp_path: Path, monkeypatch: pytest.Mo
     assert code == 2 and err.count("\n") == 1, err
     assert f"cannot write labels to {tmp_path / 'cap'}: " in err
     assert "(0 of 1 written before)" in err
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    ((), "give --capture-uri (the label store) or --url (predictors), one of the two"),
+    (("--capture-uri", "CAP", "--url", "http://127.0.0.1:9"), "one of the two"),
+    (("--url", "http://127.0.0.1:9"), "--url needs --token-file"),
+    (("--url", "ftp://host", "--token-file", "TOKEN"), "give a predictor's http(s) URL"),
+    (("--url", "http://u:p@host", "--token-file", "TOKEN"), "not in the URL"),
+    (("--url", "http://127.0.0.1:9", "--token-file", "EMPTY"), "is empty"),
+    (("--url", "http://127.0.0.1:9", "--token-file", "TOKEN"),
+     "cannot send labels to http://127.0.0.1:9/v2/models/m/feedback (0 of 1 labels"),
+])
+def test_push_to_predictors_bad_arguments(args: tuple[str, ...], says: str, tmp_path: Path,
+                                          monkeypatch: pytest.MonkeyPatch,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """``push --url``: the target asked for wrongly, or a predictor that is not there
+    (port 9, discard: nothing listens), one line and exit 2; the token never shown."""
+    (tmp_path / "TOKEN").write_text("a-secret-token-value\n")
+    (tmp_path / "EMPTY").write_text("\n")
+    given = [str(tmp_path / a) if a in ("TOKEN", "EMPTY", "CAP") else a for a in args]
+    file = _lines(tmp_path / "l.jsonl", GOOD)
+    code, out, err = run_cli(monkeypatch, capsys, "feedback", "push", str(file), "--model",
+                             "m", *given)
+    assert code == 2 and says in err and err.count("\n") == 1, err
+    assert "a-secret-token-value" not in out + err
