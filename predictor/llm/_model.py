@@ -142,9 +142,10 @@ class LLMModel:
         arrived = time.monotonic() if arrived is None else arrived
         tenant = CURRENT.get()  # with --tenants_file: into the engine in fair order
         flow = tenant.name if tenant is not None else None
-        self._admit(flow)
+        self._admit()
         ids = self.prompt_ids(request)
         max_tokens = self.max_tokens_for(request, len(ids))
+        self._make_room(flow)  # only for a request that is fine: it may push another out
         sequence_id = f"{self.name}-{next(self._ids)}"
         outputs: asyncio.Queue[Output] = asyncio.Queue()
         text = TextStream(self.tokenizer, request.stop, self.engine.eos_token_ids)
@@ -214,11 +215,15 @@ class LLMModel:
             if self._active == 0:
                 self._idle.set()
 
-    def _admit(self, flow: str | None) -> None:
+    def _admit(self) -> None:
         if self.draining:
             raise Overloaded("draining", 0.0, "the server is shutting down")
         if not self.engine.healthy():
             raise ModelUnavailable(f"model {self.name}'s engine is not running", 5.0)
+
+    def _make_room(self, flow: str | None) -> None:
+        """Refused when --max_queue_size sequences wait, unless one tagged later than this
+        one's turn (another tenant's, with tenants) is pushed out for it."""
         if self._waiting >= self.config.max_queue_size and not self.gate.push_out(flow):
             raise Overloaded(
                 "queue_full",
