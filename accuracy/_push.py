@@ -60,11 +60,16 @@ class PushResult:
                 "written": self.written, "files": list(self.files)}
 
 
-def check_target(capture_uri: str, model: str) -> None:
-    """A model name that can be a path segment and a URI the label store can use."""
+def check_model(model: str) -> None:
+    """A model name that can be a path segment (and a label value in a route)."""
     if not MODEL_NAME.match(model):
         raise AccuracyError(f"invalid model name {model!r}: letters, digits, '.', '_' and "
                             "'-', starting with a letter or digit")
+
+
+def check_target(capture_uri: str, model: str) -> None:
+    """A model name that can be a path segment and a URI the label store can use."""
+    check_model(model)
     scheme = capture_uri.split("://", 1)[0].lower() if "://" in capture_uri else "file"
     if scheme not in ("file", "s3", "s3a"):
         raise AccuracyError(f"capture URI {safe_uri(capture_uri)}: use a directory, file:// "

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from accuracy._errors import AccuracyError
-from accuracy._push import MODEL_NAME, read_labels
+from accuracy._push import check_model, read_labels
 from captures import LabelError, safe_uri
 
 MAX_LABELS = 1000  # the route's limit a request
@@ -47,8 +47,7 @@ class SendResult:
 def send_labels(path: Path, urls: list[str], model: str, token: str, *,
                 timeout_s: float = 30.0) -> SendResult:
     """Check every row of ``path``, then send them all to each predictor in ``urls``."""
-    if not MODEL_NAME.match(model):
-        raise AccuracyError(f"invalid model name {model!r}")
+    check_model(model)
     for url in urls:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:

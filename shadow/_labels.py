@@ -27,15 +27,17 @@ def label_accuracy(model: str, primary_uri: str, shadow_uri: str, *,
     accuracy), or None when the primary's captures have no labels of ``model``; a side
     none of whose answers is labelled is left out."""
     out: dict[str, Any] = {}
+    docs: dict[str, dict[str, Any]] = {}  # by captures URI: one join when both share it
     for side, uri in (("primary", primary_uri), ("shadow", shadow_uri)):
         request = AccuracyRequest(model, uri, since, until, memory_limit_mb=memory_limit_mb,
                                   labels_uri=primary_uri)
         try:
-            doc = build_accuracy_report(request, now=now)
+            doc = docs.get(uri) or build_accuracy_report(request, now=now)
         except (CaptureError, AccuracyError):  # no labels, none of the model, none matched
             if side == "primary":
                 return None
             continue
+        docs[uri] = doc
         groups = [g for g in doc["groups"] if (g["role"] == "shadow") == (side == "shadow")
                   and (side == "primary" or shadow_version in (None, g["version"]))]
         items = sum(int(g["items"]) for g in groups)
